@@ -93,6 +93,22 @@ pub enum Error {
         /// The user key that was written concurrently.
         key: Vec<u8>,
     },
+    /// Serializable: committing would break serializability (a key or range
+    /// this transaction read was changed by a transaction serialized before
+    /// it). The transaction was rolled back and may be retried.
+    #[error("serialization failure: a read of this transaction was invalidated")]
+    SerializationFailure {
+        /// A key (or the start of a range) whose read was invalidated.
+        key: Vec<u8>,
+    },
+    /// Two-phase commit: this XID names a transaction that is still
+    /// prepared (or being prepared or resolved); it can be reused only once
+    /// that transaction has committed or rolled back.
+    #[error("XID is in use by a prepared transaction")]
+    XidInUse(Vec<u8>),
+    /// Two-phase commit: no prepared transaction has this XID.
+    #[error("no prepared transaction has this XID")]
+    UnknownXid(Vec<u8>),
 }
 
 impl Error {

@@ -9,8 +9,10 @@
 //! ```
 //!
 //! `kind` is the [`ValueKind`] byte: 0 Delete (no value), 1 Put, 2
-//! RangeDelete (the value is the exclusive end key). Kinds 0x10..=0x1F are
-//! reserved for two-phase-commit markers and rejected for now.
+//! RangeDelete (the value is the exclusive end key). Kinds 0x10..=0x12 are
+//! two-phase-commit markers ([`TxnMarker`]): at most one, right after the
+//! header, not counted in `count`; the engine writes them, a user batch
+//! carrying one is refused. Kinds 0x13..=0x1F are reserved.
 //!
 //! Op `i` gets sequence `sequence + i`. Since every batch names its own
 //! sequences, batches can be inserted into a memtable in any order (replay
@@ -26,6 +28,7 @@
 //! [`WriteBatch::check`] refuses it before it is written.
 
 use crate::error::{Error, Result};
+use crate::txn::marker::TxnMarker;
 use crate::types::ValueKind;
 use crate::util::coding::{put_length_prefixed, put_varint32, Reader};
 use std::path::PathBuf;
@@ -33,8 +36,8 @@ use std::path::PathBuf;
 /// Bytes of the batch header: sequence u64 + count u32.
 pub const BATCH_HEADER_LEN: usize = 12;
 
-/// Kind bytes reserved for two-phase commit (BeginPrepare, EndPrepare(xid),
-/// Commit(xid), Rollback(xid)); not accepted yet.
+/// Kind bytes of two-phase commit: 0x10..=0x12 are [`TxnMarker`]s (only as
+/// the first op), the rest is reserved.
 pub const RESERVED_2PC_KINDS: std::ops::RangeInclusive<u8> = 0x10..=0x1F;
 
 /// Why batch bytes could not be decoded. The DB maps it to
@@ -141,6 +144,8 @@ pub struct WriteBatch {
     /// Longest key and value pushed, or `None` if the batch holds bytes
     /// from [`WriteBatch::from_data`] (then computed on demand).
     max_lens: Option<(usize, usize)>,
+    /// Offset of the first data op: the header plus a 2PC marker, if any.
+    ops_start: usize,
 }
 
 impl Default for WriteBatch {
@@ -163,7 +168,67 @@ impl WriteBatch {
             rep,
             count: 0,
             max_lens: Some((0, 0)),
+            ops_start: BATCH_HEADER_LEN,
         }
+    }
+
+    /// A batch that is `marker` followed by the data ops of `data` (whose
+    /// own marker, if any, is dropped). Sequence 0.
+    pub(crate) fn with_txn_marker(marker: &TxnMarker, data: &WriteBatch) -> WriteBatch {
+        let mut rep = Vec::with_capacity(data.rep.len() + 16);
+        rep.resize(BATCH_HEADER_LEN, 0);
+        marker.encode(&mut rep);
+        let ops_start = rep.len();
+        rep.extend_from_slice(data.ops_bytes());
+        let mut b = WriteBatch {
+            rep,
+            count: data.count,
+            max_lens: data.max_lens,
+            ops_start,
+        };
+        b.write_count();
+        b
+    }
+
+    /// The 2PC marker this batch starts with, if any.
+    pub fn txn_marker(&self) -> Option<TxnMarker> {
+        let bytes = self.rep.get(BATCH_HEADER_LEN..self.ops_start)?;
+        if bytes.is_empty() {
+            return None;
+        }
+        TxnMarker::decode(&mut Reader::new(bytes))
+    }
+
+    /// The same data ops without the marker (sequence 0).
+    pub(crate) fn without_txn_marker(&self) -> WriteBatch {
+        let mut b = WriteBatch::with_capacity(BATCH_HEADER_LEN + self.ops_bytes().len());
+        b.rep.extend_from_slice(self.ops_bytes());
+        b.count = self.count;
+        b.max_lens = self.max_lens;
+        b.write_count();
+        b
+    }
+
+    /// Sequences the write path assigns to this batch: one per data op, but
+    /// exactly one for a prepare or rollback record (whose ops are not
+    /// applied; the sequence identifies the prepare).
+    pub(crate) fn sequences_used(&self) -> u64 {
+        match self.txn_marker() {
+            Some(TxnMarker::Prepare { .. } | TxnMarker::Rollback { .. }) => 1,
+            _ => self.count,
+        }
+    }
+
+    /// False for a prepare or rollback record: its ops go to no memtable.
+    pub(crate) fn applies_data(&self) -> bool {
+        !matches!(
+            self.txn_marker(),
+            Some(TxnMarker::Prepare { .. } | TxnMarker::Rollback { .. })
+        )
+    }
+
+    fn ops_bytes(&self) -> &[u8] {
+        self.rep.get(self.ops_start..).unwrap_or_default()
     }
 
     /// Sets `key` to `value` in the default column family.
@@ -215,6 +280,7 @@ impl WriteBatch {
         self.rep.resize(BATCH_HEADER_LEN, 0);
         self.count = 0;
         self.max_lens = Some((0, 0));
+        self.ops_start = BATCH_HEADER_LEN;
     }
 
     /// Sequence of the first op.
@@ -239,26 +305,33 @@ impl WriteBatch {
         self.rep.len()
     }
 
-    /// Wraps encoded bytes (a WAL record). Only the header length is
-    /// checked here; [`Self::iter`] or [`Self::validate`] check the ops.
+    /// Wraps encoded bytes (a WAL record). The header and a leading 2PC
+    /// marker are checked here; [`Self::iter`] or [`Self::validate`] check
+    /// the ops.
     pub fn from_data(data: Vec<u8>) -> Result<WriteBatch, BatchDecodeError> {
         let mut r = Reader::new(&data);
         let count = match (r.u64(), r.u32()) {
             (Some(_), Some(count)) => count,
             _ => return Err(BatchDecodeError::Truncated),
         };
+        let mut ops_start = BATCH_HEADER_LEN;
+        if r.remaining().first().is_some_and(|&k| TxnMarker::is_marker_kind(k)) {
+            let before = r.remaining().len();
+            TxnMarker::decode(&mut r).ok_or(BatchDecodeError::Truncated)?;
+            ops_start += before - r.remaining().len();
+        }
         Ok(WriteBatch {
             rep: data,
             count: u64::from(count),
             max_lens: None,
+            ops_start,
         })
     }
 
     /// Appends the ops of `other` (group commit); the counts add up. The
     /// sequence of `self` is kept.
     pub fn append(&mut self, other: &WriteBatch) {
-        self.rep
-            .extend_from_slice(other.rep.get(BATCH_HEADER_LEN..).unwrap_or_default());
+        self.rep.extend_from_slice(other.ops_bytes());
         self.count = self.count.saturating_add(other.count);
         self.write_count();
         self.max_lens = match (self.max_lens, other.max_lens) {
@@ -295,7 +368,7 @@ impl WriteBatch {
             _ => None,
         };
         BatchIter {
-            r,
+            r: Reader::new(self.ops_bytes()),
             header: header.unwrap_or(0),
             seen: 0,
             done: false,
@@ -503,6 +576,50 @@ mod tests {
     }
 
     #[test]
+    fn txn_markers_wrap_data_ops() {
+        let mut data = WriteBatch::new();
+        data.put(b"a", b"1");
+        data.delete(b"b");
+        let prep = TxnMarker::Prepare { xid: b"x1".to_vec() };
+        let mut p = WriteBatch::with_txn_marker(&prep, &data);
+        p.set_sequence(40);
+        assert_eq!(p.txn_marker(), Some(prep.clone()));
+        assert_eq!(p.count(), 2);
+        assert_eq!(p.sequences_used(), 1);
+        assert!(!p.applies_data());
+        // The marker is not an op; the bytes decode to the same batch.
+        assert_eq!(ops(&p), ops(&data));
+        let back = WriteBatch::from_data(p.data().to_vec()).expect("decodes");
+        assert_eq!(back.txn_marker(), Some(prep));
+        assert_eq!(back.sequence(), 40);
+        assert_eq!(ops(&back), ops(&data));
+        assert_eq!(ops(&back.without_txn_marker()), ops(&data));
+        assert_eq!(back.without_txn_marker().txn_marker(), None);
+
+        let commit = TxnMarker::Commit {
+            xid: b"x1".to_vec(),
+            prepare_seq: 40,
+        };
+        let c = WriteBatch::with_txn_marker(&commit, &back);
+        assert_eq!(c.sequences_used(), 2);
+        assert!(c.applies_data());
+        assert_eq!(ops(&c), ops(&data));
+        // Appending a marked batch copies only its data ops.
+        let mut plain = WriteBatch::new();
+        plain.put(b"z", b"9");
+        plain.append(&c);
+        assert_eq!(plain.txn_marker(), None);
+        assert_eq!(plain.count(), 3);
+        assert_eq!(ops(&plain)[1..], ops(&data)[..]);
+        // A truncated marker is refused when the bytes are wrapped.
+        let cut = c.data()[..BATCH_HEADER_LEN + 3].to_vec();
+        assert_eq!(
+            WriteBatch::from_data(cut).err(),
+            Some(BatchDecodeError::Truncated)
+        );
+    }
+
+    #[test]
     fn clear_resets_everything() {
         let mut b = WriteBatch::new();
         b.put(b"key", b"value");
@@ -592,7 +709,7 @@ mod tests {
         );
 
         // Reserved 2PC kinds and unknown kinds.
-        for kind in [0x10u8, 0x1F, 3, 0xFF] {
+        for kind in [0x13u8, 0x1F, 3, 0xFF] {
             let mut bad = good.clone();
             bad[BATCH_HEADER_LEN] = kind;
             let wb = WriteBatch::from_data(bad).expect("header");

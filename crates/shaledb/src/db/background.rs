@@ -216,7 +216,14 @@ fn release_all(inner: &DbInner, results: &[MergeResult]) {
     }
 }
 
+/// Deletes the segments below `log_number` that no prepared transaction
+/// needs: the kept segments stay a suffix of the log, so recovery sees every
+/// prepare still unresolved and every later commit or rollback of it.
 fn delete_old_wal_segments(inner: &DbInner, log_number: u64) {
+    let log_number = inner
+        .prepared
+        .min_segment()
+        .map_or(log_number, |s| s.min(log_number));
     let Ok(names) = inner.fs.list_dir(&inner.dir) else {
         return;
     };

@@ -32,7 +32,7 @@ mod recovery;
 mod replay;
 mod snapshot;
 mod stats;
-mod write;
+pub(crate) mod write;
 
 pub use db_iter::DbIterator;
 pub use options::{Options, ReadOptions, WriteOptions};
@@ -165,6 +165,8 @@ pub(crate) struct DbInner {
     pub lock_manager: LockManager,
     /// Next transaction id handed out by `Db::begin`.
     pub next_txn_id: AtomicU64,
+    /// Transactions between prepare and commit/rollback (`crate::txn::prepared`).
+    pub prepared: crate::txn::prepared::PreparedRegistry,
 }
 
 /// An open database. `Send + Sync`: share it between threads by reference or `Arc`.
@@ -243,6 +245,7 @@ impl Db {
             stats: DbStats::default(),
             lock_manager: LockManager::default(),
             next_txn_id: AtomicU64::new(1),
+            prepared: Default::default(),
             bg_cv: Condvar::new(),
             opts,
             dir,
@@ -251,11 +254,12 @@ impl Db {
             versions,
             cache,
         });
-        recovery::recover(&inner, recovered.log_number)?;
+        let in_doubt = recovery::recover(&inner, recovered.log_number)?;
         let db = Db {
             inner,
             threads: Mutex::new(Vec::new()),
         };
+        db.restore_prepared(in_doubt)?;
         if db.inner.opts.background_threads {
             *db.threads.lock() = background::spawn(&db.inner)?;
         }
@@ -555,6 +559,11 @@ impl Drop for Db {
 
 /// Hooks for the transaction layer (`crate::txn`).
 impl Db {
+    /// The shared state (for the transaction layer).
+    pub(crate) fn inner(&self) -> &Arc<DbInner> {
+        &self.inner
+    }
+
     /// The row lock table shared by this database's transactions.
     pub(crate) fn lock_manager(&self) -> &LockManager {
         &self.inner.lock_manager

@@ -1,6 +1,15 @@
 //! Opening: replay the WAL segments that hold unflushed writes.
 //!
 //! Segments `>= log_number` (from the manifest) are replayed in number order.
+//! Older segments still present are kept only because a prepared
+//! transaction needed them (see `crate::txn::prepared`): they are read for
+//! two-phase-commit markers only, their data being already flushed. The
+//! reader handles every marker itself, in log order, so serial and parallel
+//! replay find the same in-doubt set: a prepare record is remembered under
+//! its XID with its prepare sequence (its writes are not applied), and a
+//! commit or rollback naming the same XID *and* prepare sequence removes it
+//! (a commit record carries the writes and is replayed like any batch). What
+//! remains are the transactions that come back prepared.
 //! A torn tail of the *last* segment is the expected result of a crash and is
 //! truncated; any other damage is `Error::Corruption`. Earlier segments were
 //! fsynced whole when the writer moved past them (see `write::switch_memtable`),
@@ -9,8 +18,11 @@
 
 use super::{background, write, DbInner, Generation};
 use crate::error::{Error, Result};
+use crate::txn::marker::TxnMarker;
+use crate::txn::prepared::RecoveredPrepare;
 use crate::wal::LogReader;
 use crate::write_batch::WriteBatch;
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -28,14 +40,17 @@ fn wal_segments(inner: &DbInner) -> Result<Vec<u64>> {
     Ok(v)
 }
 
-/// Removes files no longer part of the database: old WAL segments, manifests
-/// other than the live one, and temporary files.
-pub(crate) fn remove_obsolete_files(inner: &DbInner, log_number: u64) -> Result<()> {
+/// Transactions prepared and not resolved, by XID, as recovery found them.
+pub(crate) type InDoubt = BTreeMap<Vec<u8>, RecoveredPrepare>;
+
+/// Removes files no longer part of the database: WAL segments below
+/// `keep_logs_from`, manifests other than the live one, and temporary files.
+pub(crate) fn remove_obsolete_files(inner: &DbInner, keep_logs_from: u64) -> Result<()> {
     let live_manifest = crate::env::read_to_vec(inner.fs.as_ref(), &inner.dir.join("CURRENT"))?;
     let live_manifest = String::from_utf8_lossy(&live_manifest).trim().to_owned();
     for name in inner.fs.list_dir(&inner.dir)? {
         let obsolete = if let Some(n) = name.strip_suffix(".log") {
-            n.parse::<u64>().is_ok_and(|n| n < log_number)
+            n.parse::<u64>().is_ok_and(|n| n < keep_logs_from)
         } else if name.starts_with("MANIFEST-") {
             name != live_manifest
         } else {
@@ -48,29 +63,50 @@ pub(crate) fn remove_obsolete_files(inner: &DbInner, log_number: u64) -> Result<
     Ok(())
 }
 
-pub(crate) fn recover(inner: &Arc<DbInner>, log_number: u64) -> Result<()> {
-    remove_obsolete_files(inner, log_number)?;
-    let segments: Vec<u64> = wal_segments(inner)?
-        .into_iter()
-        .filter(|&n| n >= log_number)
-        .collect();
+/// Replays the WAL; returns the transactions that come back prepared.
+pub(crate) fn recover(inner: &Arc<DbInner>, log_number: u64) -> Result<InDoubt> {
+    // Segments are only deleted once the replay knows which ones prepared
+    // transactions still need.
+    remove_obsolete_files(inner, 0)?;
+    let segments = wal_segments(inner)?;
     let max_seq = inner.wal.lock().last_sequence;
     {
         let mut st = inner.state.lock();
         let cfs: Vec<u32> = st.cf_names.values().copied().collect();
         st.active = Generation::new(
-            segments.first().copied().unwrap_or(0),
+            segments
+                .iter()
+                .copied()
+                .find(|&n| n >= log_number)
+                .unwrap_or(0),
             cfs.into_iter(),
             inner.opts.write_buffer_size,
         );
         background::install_super_version(inner, &st);
     }
     let threads = inner.opts.recovery_threads;
-    let max_seq = if threads <= 1 {
-        read_segments(inner, &segments, max_seq, &mut SerialSink { inner })?
-    } else {
-        super::replay::replay_parallel(inner, &segments, max_seq, threads)?
+    let mut in_doubt = InDoubt::new();
+    let from = WalRange {
+        segments: &segments,
+        log_number,
     };
+    let max_seq = if threads <= 1 {
+        read_segments(
+            inner,
+            from,
+            max_seq,
+            &mut SerialSink { inner },
+            &mut in_doubt,
+        )?
+    } else {
+        super::replay::replay_parallel(inner, from, max_seq, threads, &mut in_doubt)?
+    };
+    let keep_from = in_doubt
+        .values()
+        .map(|p| p.segment)
+        .min()
+        .map_or(log_number, |s| s.min(log_number));
+    remove_obsolete_files(inner, keep_from)?;
     {
         let mut wal = inner.wal.lock();
         wal.last_sequence = max_seq;
@@ -79,7 +115,15 @@ pub(crate) fn recover(inner: &Arc<DbInner>, log_number: u64) -> Result<()> {
         // start a fresh segment.
         write::switch_memtable(inner, &mut wal)?;
     }
-    Ok(())
+    Ok(in_doubt)
+}
+
+/// The segments recovery reads: all of them; data is applied from those
+/// `>= log_number`, markers are honoured in all.
+#[derive(Clone, Copy)]
+pub(crate) struct WalRange<'a> {
+    pub segments: &'a [u64],
+    pub log_number: u64,
 }
 
 /// Where the reader hands decoded batches: applied at once ([`SerialSink`])
@@ -127,16 +171,19 @@ pub(crate) fn as_corruption(e: Error, path: &Path, offset: u64) -> Error {
     }
 }
 
-/// Reads every segment in order, handing each batch to `sink`; returns the
-/// largest sequence seen (at least `max_seq`). Truncates a torn tail of the
-/// last segment, after `sink` has applied everything before it (so an
-/// earlier failed batch wins, as in serial replay).
+/// Reads every segment in order, handing each batch to apply to `sink` and
+/// tracking prepared transactions in `in_doubt`; returns the largest
+/// sequence seen (at least `max_seq`). Truncates a torn tail of the last
+/// segment, after `sink` has applied everything before it (so an earlier
+/// failed batch wins, as in serial replay).
 pub(crate) fn read_segments(
     inner: &Arc<DbInner>,
-    segments: &[u64],
+    range: WalRange<'_>,
     mut max_seq: u64,
     sink: &mut dyn BatchSink,
+    in_doubt: &mut InDoubt,
 ) -> Result<u64> {
+    let segments = range.segments;
     for (i, &number) in segments.iter().enumerate() {
         let last = i + 1 == segments.len();
         let path: Arc<Path> = super::wal_path(&inner.dir, number).into();
@@ -145,9 +192,15 @@ pub(crate) fn read_segments(
         while let Some((offset, record)) = reader.read_record()? {
             let batch = WriteBatch::from_data(record)
                 .map_err(|e| Error::corruption(&*path, offset, format!("bad write batch: {e}")))?;
-            let end = batch.sequence() + u64::from(batch.count()).saturating_sub(1);
-            sink.apply(batch, number, &path, offset)?;
+            let end = batch.sequence() + batch.sequences_used().saturating_sub(1);
             max_seq = max_seq.max(end);
+            if let Some(marker) = batch.txn_marker() {
+                track_prepared(in_doubt, marker, &batch, number)
+                    .map_err(|reason| Error::corruption(&*path, offset, reason))?;
+            }
+            if number >= range.log_number && batch.applies_data() {
+                sink.apply(batch, number, &path, offset)?;
+            }
         }
         if reader.hit_torn_tail() {
             sink.barrier()?;
@@ -168,6 +221,40 @@ pub(crate) fn read_segments(
     }
     sink.barrier()?;
     Ok(max_seq)
+}
+
+/// Applies one 2PC marker to the in-doubt set; `Err(reason)` if the log
+/// contradicts itself (a second prepare of an XID still prepared).
+fn track_prepared(
+    in_doubt: &mut InDoubt,
+    marker: TxnMarker,
+    batch: &WriteBatch,
+    segment: u64,
+) -> std::result::Result<(), String> {
+    match marker {
+        TxnMarker::Prepare { xid } => {
+            if in_doubt.contains_key(&xid) {
+                return Err("a second prepare of an XID that is still prepared".into());
+            }
+            let rec = RecoveredPrepare {
+                prepare_seq: batch.sequence(),
+                segment,
+                writes: batch.without_txn_marker(),
+            };
+            in_doubt.insert(xid, rec);
+        }
+        TxnMarker::Commit { xid, prepare_seq } | TxnMarker::Rollback { xid, prepare_seq } => {
+            // A resolution whose prepare is older than every kept segment
+            // finds nothing here, which is fine: that prepare was resolved.
+            if in_doubt
+                .get(&xid)
+                .is_some_and(|p| p.prepare_seq == prepare_seq)
+            {
+                in_doubt.remove(&xid);
+            }
+        }
+    }
+    Ok(())
 }
 
 fn replay_batch(inner: &Arc<DbInner>, batch: &WriteBatch, segment: u64) -> Result<()> {

@@ -40,7 +40,7 @@
 //! is recorded. `failed` and `pending_bytes` are lock-free mirrors read on
 //! every batch.
 
-use super::recovery::{as_corruption, freeze_active, read_segments, BatchSink};
+use super::recovery::{as_corruption, freeze_active, read_segments, BatchSink, InDoubt, WalRange};
 use super::{write, DbInner, Generation};
 use crate::error::{Error, Result};
 use crate::write_batch::WriteBatch;
@@ -221,9 +221,10 @@ impl BatchSink for ParallelSink<'_> {
 /// sequence seen (at least `max_seq`). Same results and errors as serial replay.
 pub(crate) fn replay_parallel(
     inner: &Arc<DbInner>,
-    segments: &[u64],
+    segments: WalRange<'_>,
     max_seq: u64,
     threads: usize,
+    in_doubt: &mut InDoubt,
 ) -> Result<u64> {
     let shared = Shared::default();
     let gen = Arc::new(inner.state.lock().active.clone());
@@ -245,7 +246,7 @@ pub(crate) fn replay_parallel(
                 .map_err(|e| Error::io("spawn replay thread", inner.dir.clone(), e))?;
         }
         drop(rx);
-        let result = read_segments(inner, segments, max_seq, &mut sink);
+        let result = read_segments(inner, segments, max_seq, &mut sink, in_doubt);
         // Whatever happened, nothing handed out may still be running when we
         // return; a failed batch before the reader's error wins.
         let waited = sink.barrier();

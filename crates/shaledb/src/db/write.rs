@@ -13,6 +13,7 @@ use super::options::WriteOptions;
 use super::{background, DbInner, WalState};
 use crate::error::{Error, Result};
 use crate::types::ValueKind;
+use crate::txn::marker::TxnMarker;
 use crate::wal::LogWriter;
 use crate::write_batch::{BatchOp, WriteBatch};
 use parking_lot::{Condvar, Mutex};
@@ -49,12 +50,32 @@ pub(crate) struct WriteQueue {
     cv: Condvar,
 }
 
-/// Entry point of every write.
+/// Entry point of every user write. A batch carrying a two-phase-commit
+/// marker is refused: only the transaction layer writes those.
 pub(crate) fn write(inner: &Arc<DbInner>, wo: &WriteOptions, batch: WriteBatch) -> Result<()> {
+    if batch.txn_marker().is_some() {
+        return Err(Error::InvalidArgument(
+            "a user write batch may not carry a two-phase-commit marker".into(),
+        ));
+    }
     if batch.is_empty() {
         return Ok(());
     }
     validate(inner, &batch)?;
+    enqueue(inner, wo, batch)
+}
+
+/// Entry point of prepare, commit and rollback records (`crate::txn::prepared`).
+pub(crate) fn write_txn_record(
+    inner: &Arc<DbInner>,
+    wo: &WriteOptions,
+    batch: WriteBatch,
+) -> Result<()> {
+    validate(inner, &batch)?;
+    enqueue(inner, wo, batch)
+}
+
+fn enqueue(inner: &Arc<DbInner>, wo: &WriteOptions, batch: WriteBatch) -> Result<()> {
     let q = &inner.write;
     let mut qs = q.state.lock();
     let ticket = qs.next_ticket;
@@ -131,7 +152,10 @@ fn validate(inner: &DbInner, batch: &WriteBatch) -> Result<()> {
                 cf
             }
         };
-        if cf != crate::version::DEFAULT_CF_ID && !sv.cfs.contains_key(&cf) {
+        // A prepared transaction's column family may have been dropped since
+        // it prepared; its writes there vanish (as in `insert_batch`).
+        let marked = batch.txn_marker().is_some();
+        if !marked && cf != crate::version::DEFAULT_CF_ID && !sv.cfs.contains_key(&cf) {
             return Err(Error::ColumnFamilyNotFound(cf.to_string()));
         }
     }
@@ -152,7 +176,7 @@ fn lead_group(inner: &Arc<DbInner>, group: &mut [Pending]) -> Result<()> {
     let mut need_sync = false;
     for p in group.iter_mut() {
         p.batch.set_sequence(seq);
-        seq += u64::from(p.batch.count());
+        seq += p.batch.sequences_used();
         need_sync |= p.sync;
     }
     let last_seq = seq - 1;
@@ -166,6 +190,14 @@ fn lead_group(inner: &Arc<DbInner>, group: &mut [Pending]) -> Result<()> {
         }
     }
     wal.last_sequence = last_seq;
+    for p in group.iter() {
+        if let Some(TxnMarker::Prepare { xid }) = p.batch.txn_marker() {
+            // Logged: from now on the prepare record pins this segment.
+            inner
+                .prepared
+                .mark_prepared(&xid, p.batch.sequence(), wal.number);
+        }
+    }
     // The published super version holds the active memtables: only a holder
     // of `wal` (this leader, create_cf, drop_cf) replaces them.
     let sv = inner.sv.read().clone();
@@ -200,6 +232,9 @@ pub(crate) fn insert_batch<'a>(
     mem_for: impl Fn(u32) -> Option<&'a Arc<crate::memtable::MemTable>>,
     batch: &WriteBatch,
 ) -> Result<()> {
+    if !batch.applies_data() {
+        return Ok(()); // a prepare or rollback record
+    }
     for (seq, op) in (batch.sequence()..).zip(batch.iter()) {
         let op = op.map_err(|e| Error::InvalidArgument(format!("malformed batch: {e}")))?;
         let (cf, kind, key, value) = match op {

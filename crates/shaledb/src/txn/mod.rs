@@ -14,6 +14,9 @@
 //!   Committed and Snapshot Isolation (see docs/isolation.md).
 
 pub mod lock_manager;
+pub mod marker;
+pub mod prepared;
 pub mod transaction;
 
+pub use prepared::PreparedInfo;
 pub use transaction::{Isolation, Txn, TxnOptions};

@@ -100,8 +100,12 @@ pub struct Txn<'a> {
     locked: BTreeSet<(CfId, Vec<u8>)>,
     /// Copies of `buffer` at each savepoint, oldest first.
     savepoints: Vec<Buffer>,
-    /// Locks released (committed or rolled back).
+    /// Locks released (committed or rolled back), or handed to the
+    /// prepared-transaction registry.
     finished: bool,
+    /// Prepared under this XID: only `Db::commit_prepared` /
+    /// `Db::rollback_prepared` can end it now.
+    prepared_as: Option<Vec<u8>>,
 }
 
 impl Db {
@@ -120,6 +124,7 @@ impl Db {
             locked: BTreeSet::new(),
             savepoints: Vec::new(),
             finished: false,
+            prepared_as: None,
         }
     }
 }
@@ -221,20 +226,69 @@ impl<'a> Txn<'a> {
     /// Applies every buffered write atomically, then releases the locks. On
     /// error nothing was applied and the locks are released too.
     pub fn commit(mut self) -> Result<()> {
+        self.check_active()?;
         let result = if self.buffer.is_empty() {
             Ok(())
         } else {
-            let mut batch = WriteBatch::new();
-            for ((cf, key), value) in &self.buffer {
-                match value {
-                    Some(v) => batch.put_cf(*cf, key, v),
-                    None => batch.delete_cf(*cf, key),
-                }
-            }
-            self.db.write(&self.opts.write_options, batch)
+            self.db.write(&self.opts.write_options, self.write_batch())
         };
         self.release();
         result
+    }
+
+    /// Two-phase commit, phase one: logs this transaction's writes under
+    /// `xid` and keeps its row locks; from now on only
+    /// [`Db::commit_prepared`] or [`Db::rollback_prepared`] with the same
+    /// XID ends it, also after a crash ([`Db::prepared`] lists it). On error
+    /// nothing was logged and the transaction is still active (for example
+    /// [`Error::XidInUse`]: the XID names another transaction still prepared).
+    pub fn prepare(&mut self, xid: &[u8]) -> Result<()> {
+        self.check_active()?;
+        crate::txn::prepared::check_xid(xid)?;
+        let locked: Vec<(CfId, Vec<u8>)> = self.locked.iter().cloned().collect();
+        self.db.log_prepare(
+            &self.opts.write_options,
+            xid,
+            self.id,
+            locked,
+            self.write_batch(),
+        )?;
+        // The registry owns the locks now.
+        self.finished = true;
+        self.locked.clear();
+        self.buffer.clear();
+        self.savepoints.clear();
+        self.prepared_as = Some(xid.to_vec());
+        Ok(())
+    }
+
+    /// The XID this transaction was prepared under, if it was.
+    pub fn prepared_xid(&self) -> Option<&[u8]> {
+        self.prepared_as.as_deref()
+    }
+
+    /// The buffered writes as one batch.
+    fn write_batch(&self) -> WriteBatch {
+        let mut batch = WriteBatch::new();
+        for ((cf, key), value) in &self.buffer {
+            match value {
+                Some(v) => batch.put_cf(*cf, key, v),
+                None => batch.delete_cf(*cf, key),
+            }
+        }
+        batch
+    }
+
+    /// Refuses use of a transaction that was prepared (its outcome belongs
+    /// to the XID now).
+    fn check_active(&self) -> Result<()> {
+        if self.prepared_as.is_some() {
+            return Err(Error::InvalidArgument(
+                "transaction is prepared; end it with Db::commit_prepared or Db::rollback_prepared"
+                    .into(),
+            ));
+        }
+        Ok(())
     }
 
     /// Discards the buffered writes and releases the locks.
@@ -246,6 +300,7 @@ impl<'a> Txn<'a> {
     /// nobody committed the key after the snapshot (first committer wins). On
     /// a conflict the lock stays held until the transaction ends.
     fn lock_for_write(&mut self, cf: CfId, key: &[u8]) -> Result<()> {
+        self.check_active()?;
         let entry = (cf, key.to_vec());
         if !self.locked.contains(&entry) {
             self.db.lock_manager().lock(
