@@ -315,7 +315,10 @@ impl WriteBatch {
             _ => return Err(BatchDecodeError::Truncated),
         };
         let mut ops_start = BATCH_HEADER_LEN;
-        if r.remaining().first().is_some_and(|&k| TxnMarker::is_marker_kind(k)) {
+        if r.remaining()
+            .first()
+            .is_some_and(|&k| TxnMarker::is_marker_kind(k))
+        {
             let before = r.remaining().len();
             TxnMarker::decode(&mut r).ok_or(BatchDecodeError::Truncated)?;
             ops_start += before - r.remaining().len();
@@ -580,7 +583,9 @@ mod tests {
         let mut data = WriteBatch::new();
         data.put(b"a", b"1");
         data.delete(b"b");
-        let prep = TxnMarker::Prepare { xid: b"x1".to_vec() };
+        let prep = TxnMarker::Prepare {
+            xid: b"x1".to_vec(),
+        };
         let mut p = WriteBatch::with_txn_marker(&prep, &data);
         p.set_sequence(40);
         assert_eq!(p.txn_marker(), Some(prep.clone()));

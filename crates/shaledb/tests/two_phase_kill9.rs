@@ -161,8 +161,11 @@ fn kill9_between_prepare_and_commit() {
         start = run_child(&dir, start, run_for, &mut oracle);
         assert!(!oracle.prepared.is_empty(), "the child made progress");
         let db = Db::open(&dir, opts()).unwrap();
-        let in_doubt: BTreeMap<Vec<u8>, _> =
-            db.prepared().into_iter().map(|p| (p.xid.clone(), p)).collect();
+        let in_doubt: BTreeMap<Vec<u8>, _> = db
+            .prepared()
+            .into_iter()
+            .map(|p| (p.xid.clone(), p))
+            .collect();
         for (&i, xid) in &oracle.prepared {
             let a = db.get(&key(i, "a")).unwrap();
             let b = db.get(&key(i, "b")).unwrap();

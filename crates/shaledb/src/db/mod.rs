@@ -32,6 +32,10 @@ mod recovery;
 mod replay;
 mod snapshot;
 mod stats;
+mod validate;
+
+pub(crate) use read::latest_seq_of as latest_seq_of_key;
+pub(crate) use validate::range_changed_since;
 pub(crate) mod write;
 
 pub use db_iter::DbIterator;

@@ -44,6 +44,10 @@ pub struct Options {
     pub l0_slowdown_runs: usize,
     /// L0 runs at which writes stop until compaction catches up.
     pub l0_stop_runs: usize,
+    /// Commit pipeline: the writers of a group insert its batches into the
+    /// memtables in parallel after the leader logged them (`db/write.rs`);
+    /// `false` = the leader inserts them all.
+    pub concurrent_memtable_insert: bool,
     /// Largest input (bytes) of one L1+ compaction job.
     pub max_compaction_bytes: u64,
     /// Manifest size that triggers rewriting it from a snapshot.
@@ -83,6 +87,7 @@ impl Default for Options {
             ],
             l0_slowdown_runs: 8,
             l0_stop_runs: 16,
+            concurrent_memtable_insert: true,
             max_compaction_bytes: 64 << 20,
             max_manifest_size: 4 << 20,
             max_key_size: 64 << 10,

@@ -12,13 +12,14 @@
 use super::options::WriteOptions;
 use super::{background, DbInner, WalState};
 use crate::error::{Error, Result};
-use crate::types::ValueKind;
 use crate::txn::marker::TxnMarker;
+use crate::txn::serializable::{self, GroupWrites, ReadCheck};
+use crate::types::ValueKind;
 use crate::wal::LogWriter;
 use crate::write_batch::{BatchOp, WriteBatch};
 use parking_lot::{Condvar, Mutex};
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -30,12 +31,18 @@ struct Pending {
     batch: WriteBatch,
     sync: bool,
     disable_wal: bool,
+    /// A Serializable transaction's reads, validated by the leader right
+    /// before the batch gets its sequence (`crate::txn::serializable`).
+    check: Option<ReadCheck>,
 }
 
 #[derive(Default)]
 struct QueueState {
     pending: VecDeque<Pending>,
     leader_active: bool,
+    /// The logged group whose batches are being inserted, and the tickets
+    /// of its members (who help insert).
+    work: Option<(Arc<InsertWork>, std::ops::RangeInclusive<u64>)>,
     next_ticket: u64,
     /// Every ticket below this is finished.
     done_below: u64,
@@ -70,12 +77,34 @@ pub(crate) fn write_txn_record(
     inner: &Arc<DbInner>,
     wo: &WriteOptions,
     batch: WriteBatch,
+    check: Option<ReadCheck>,
 ) -> Result<()> {
     validate(inner, &batch)?;
-    enqueue(inner, wo, batch)
+    enqueue_checked(inner, wo, batch, check)
+}
+
+/// Entry point of a Serializable transaction's commit: the batch is written
+/// only if `check` passes in the leader (else `SerializationFailure`).
+pub(crate) fn write_checked(
+    inner: &Arc<DbInner>,
+    wo: &WriteOptions,
+    batch: WriteBatch,
+    check: ReadCheck,
+) -> Result<()> {
+    validate(inner, &batch)?;
+    enqueue_checked(inner, wo, batch, Some(check))
 }
 
 fn enqueue(inner: &Arc<DbInner>, wo: &WriteOptions, batch: WriteBatch) -> Result<()> {
+    enqueue_checked(inner, wo, batch, None)
+}
+
+fn enqueue_checked(
+    inner: &Arc<DbInner>,
+    wo: &WriteOptions,
+    batch: WriteBatch,
+    check: Option<ReadCheck>,
+) -> Result<()> {
     let q = &inner.write;
     let mut qs = q.state.lock();
     let ticket = qs.next_ticket;
@@ -85,6 +114,7 @@ fn enqueue(inner: &Arc<DbInner>, wo: &WriteOptions, batch: WriteBatch) -> Result
         batch,
         sync: wo.sync,
         disable_wal: wo.disable_wal,
+        check,
     });
     loop {
         if ticket < qs.done_below {
@@ -92,6 +122,16 @@ fn enqueue(inner: &Arc<DbInner>, wo: &WriteOptions, batch: WriteBatch) -> Result
                 Some(e) => Err(e),
                 None => Ok(()),
             };
+        }
+        if let Some((work, members)) = &qs.work {
+            if members.contains(&ticket) && !work.claimed_all() {
+                // A member of the group being inserted: help the leader.
+                let work = work.clone();
+                drop(qs);
+                work.help();
+                qs = q.state.lock();
+                continue;
+            }
         }
         if !qs.leader_active {
             qs.leader_active = true;
@@ -108,8 +148,10 @@ fn enqueue(inner: &Arc<DbInner>, wo: &WriteOptions, batch: WriteBatch) -> Result
             }
             drop(qs);
             let last_ticket = group.last().map_or(ticket, |p| p.ticket);
-            let result = lead_group(inner, &mut group);
+            let mut rejected = Vec::new();
+            let result = lead_group(inner, &mut group, &mut rejected);
             qs = q.state.lock();
+            qs.failed.extend(rejected);
             if let Err(e) = result {
                 for p in &group {
                     qs.failed.insert(p.ticket, e.clone());
@@ -162,8 +204,14 @@ fn validate(inner: &DbInner, batch: &WriteBatch) -> Result<()> {
     Ok(())
 }
 
-/// The leader's work for one group.
-fn lead_group(inner: &Arc<DbInner>, group: &mut [Pending]) -> Result<()> {
+/// The leader's work for one group. Members whose read check fails are
+/// taken out of `group` and added to `rejected` with their error; the rest
+/// are written.
+fn lead_group(
+    inner: &Arc<DbInner>,
+    group: &mut Vec<Pending>,
+    rejected: &mut Vec<(u64, Error)>,
+) -> Result<()> {
     let mut wal = inner.wal.lock();
     if inner.bg_error_flag.load(Ordering::Acquire) {
         if let Some(e) = inner.state.lock().bg_error.clone() {
@@ -171,6 +219,7 @@ fn lead_group(inner: &Arc<DbInner>, group: &mut [Pending]) -> Result<()> {
         }
     }
     make_room(inner, &mut wal)?;
+    check_reads(inner, group, rejected)?;
     let first_seq = wal.last_sequence + 1;
     let mut seq = first_seq;
     let mut need_sync = false;
@@ -199,20 +248,136 @@ fn lead_group(inner: &Arc<DbInner>, group: &mut [Pending]) -> Result<()> {
         }
     }
     // The published super version holds the active memtables: only a holder
-    // of `wal` (this leader, create_cf, drop_cf) replaces them.
+    // of `wal` (this leader, create_cf, drop_cf) replaces them, so they stay
+    // the active ones until every batch is in (the leader keeps `wal`).
     let sv = inner.sv.read().clone();
-    for p in group.iter() {
-        insert_batch(|cf| sv.cfs.get(&cf).map(|c| &c.mem), &p.batch)?;
+    let bytes: usize = group.iter().map(|p| p.batch.data().len()).sum();
+    if inner.opts.concurrent_memtable_insert && group.len() > 1 {
+        insert_in_parallel(inner, sv, group)?;
+    } else {
+        for p in group.iter() {
+            insert_batch(|cf| sv.cfs.get(&cf).map(|c| &c.mem), &p.batch)?;
+        }
     }
     inner
         .stats
         .add_write(group.len() as u64, last_seq + 1 - first_seq);
-    let bytes: usize = group.iter().map(|p| p.batch.data().len()).sum();
     inner
         .stats
         .user_bytes_written
         .fetch_add(bytes as u64, Ordering::Relaxed);
     inner.visible_sequence.store(last_seq, Ordering::Release);
+    Ok(())
+}
+
+/// The memtable inserts of one logged group, shared by its members.
+/// Batches are claimed by index (`next`), so whoever is awake inserts.
+struct InsertWork {
+    sv: Arc<super::SuperVersion>,
+    batches: Vec<WriteBatch>,
+    /// Next batch index to claim.
+    next: AtomicUsize,
+    /// Batches inserted (or failed).
+    finished: AtomicUsize,
+    /// The first insert error.
+    error: Mutex<Option<Error>>,
+    /// Signalled when `finished` reaches `batches.len()`.
+    all_done: Condvar,
+    done_lock: Mutex<()>,
+}
+
+impl InsertWork {
+    fn claimed_all(&self) -> bool {
+        self.next.load(Ordering::Acquire) >= self.batches.len()
+    }
+
+    /// Claims and inserts batches until none is left.
+    fn help(&self) {
+        loop {
+            let i = self.next.fetch_add(1, Ordering::AcqRel);
+            let Some(batch) = self.batches.get(i) else {
+                return;
+            };
+            let sv = &self.sv;
+            if let Err(e) = insert_batch(|cf| sv.cfs.get(&cf).map(|c| &c.mem), batch) {
+                self.error.lock().get_or_insert(e);
+            }
+            if self.finished.fetch_add(1, Ordering::AcqRel) + 1 == self.batches.len() {
+                let _g = self.done_lock.lock();
+                self.all_done.notify_all();
+            }
+        }
+    }
+}
+
+/// The commit pipeline's parallel stage: the group's members (woken from
+/// their wait) and the leader insert the logged batches concurrently into
+/// the concurrent memtables; the leader returns once all are in, and then
+/// publishes the group's last sequence (in order: one group at a time).
+fn insert_in_parallel(
+    inner: &Arc<DbInner>,
+    sv: Arc<super::SuperVersion>,
+    group: &mut [Pending],
+) -> Result<()> {
+    let (Some(first), Some(last)) = (group.first(), group.last()) else {
+        return Ok(());
+    };
+    let members = first.ticket..=last.ticket;
+    let batches = group
+        .iter_mut()
+        .map(|p| std::mem::take(&mut p.batch))
+        .collect();
+    let work = Arc::new(InsertWork {
+        sv,
+        batches,
+        next: AtomicUsize::new(0),
+        finished: AtomicUsize::new(0),
+        error: Mutex::new(None),
+        all_done: Condvar::new(),
+        done_lock: Mutex::new(()),
+    });
+    let q = &inner.write;
+    q.state.lock().work = Some((work.clone(), members));
+    q.cv.notify_all();
+    work.help();
+    {
+        let mut g = work.done_lock.lock();
+        while work.finished.load(Ordering::Acquire) < work.batches.len() {
+            work.all_done.wait(&mut g);
+        }
+    }
+    q.state.lock().work = None;
+    // The batches stay with `work` (a helper may hold its clone an instant
+    // longer); nothing after this stage reads them.
+    let error = work.error.lock().take();
+    error.map_or(Ok(()), Err)
+}
+
+/// Validates the Serializable members of a group, in group order, against
+/// the database and against the members before them (which will commit
+/// first). Runs under `wal`, so no other group commits meanwhile: a member
+/// that passes has read exactly the state at its commit point.
+fn check_reads(
+    inner: &Arc<DbInner>,
+    group: &mut Vec<Pending>,
+    rejected: &mut Vec<(u64, Error)>,
+) -> Result<()> {
+    if group.iter().all(|p| p.check.is_none()) {
+        return Ok(());
+    }
+    let mut earlier = GroupWrites::default();
+    let mut kept = Vec::with_capacity(group.len());
+    for p in group.drain(..) {
+        if let Some(check) = &p.check {
+            if let Err(e) = serializable::validate(inner, check, &earlier) {
+                rejected.push((p.ticket, e));
+                continue;
+            }
+        }
+        earlier.add(&p.batch);
+        kept.push(p);
+    }
+    *group = kept;
     Ok(())
 }
 

@@ -124,7 +124,9 @@ mod tests {
     #[test]
     fn markers_round_trip_and_reject_damage() {
         let all = [
-            TxnMarker::Prepare { xid: b"x1".to_vec() },
+            TxnMarker::Prepare {
+                xid: b"x1".to_vec(),
+            },
             TxnMarker::Commit {
                 xid: b"x1".to_vec(),
                 prepare_seq: 40,
@@ -146,7 +148,10 @@ mod tests {
             }
         }
         assert_eq!(
-            TxnMarker::Prepare { xid: b"ab".to_vec() }.xid(),
+            TxnMarker::Prepare {
+                xid: b"ab".to_vec()
+            }
+            .xid(),
             b"ab".as_slice()
         );
         // Unknown kind, and an XID over the limit.

@@ -16,6 +16,8 @@
 pub mod lock_manager;
 pub mod marker;
 pub mod prepared;
+pub mod read_set;
+pub(crate) mod serializable;
 pub mod transaction;
 
 pub use prepared::PreparedInfo;

@@ -44,6 +44,7 @@ use crate::txn::marker::{TxnMarker, MAX_XID_LEN};
 use crate::write_batch::{BatchOp, WriteBatch};
 use parking_lot::Mutex;
 use std::collections::HashMap;
+use std::sync::Arc;
 
 /// What [`Db::prepared`] reports of an in-doubt transaction.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -75,11 +76,16 @@ struct Entry {
     segment: u64,
     /// The lock-table owner of its row locks.
     txn_id: TxnId,
-    /// Its row locks.
-    locked: Vec<(CfId, Vec<u8>)>,
+    /// Its row locks, sorted (the keys it writes, plus any it read with a
+    /// lock); shared with Serializable transactions that captured them.
+    locked: LockSet,
     /// Its writes (data ops only).
     writes: WriteBatch,
 }
+
+/// The sorted row locks of a prepared transaction, shared with the
+/// Serializable transactions that captured them.
+pub(crate) type LockSet = Arc<Vec<(CfId, Vec<u8>)>>;
 
 /// A lock owner and the row locks it holds.
 type HeldLocks = (TxnId, Vec<(CfId, Vec<u8>)>);
@@ -114,9 +120,11 @@ impl PreparedRegistry {
         &self,
         xid: &[u8],
         txn_id: TxnId,
-        locked: Vec<(CfId, Vec<u8>)>,
+        mut locked: Vec<(CfId, Vec<u8>)>,
         writes: WriteBatch,
     ) -> Result<()> {
+        locked.sort();
+        let locked = Arc::new(locked);
         let mut map = self.map.lock();
         if map.contains_key(xid) {
             return Err(Error::XidInUse(xid.to_vec()));
@@ -161,6 +169,7 @@ impl PreparedRegistry {
         txn_id: TxnId,
         locked: Vec<(CfId, Vec<u8>)>,
     ) {
+        let locked = Arc::new(locked);
         self.map.lock().insert(
             xid,
             Entry {
@@ -186,6 +195,33 @@ impl PreparedRegistry {
                 State::Prepared | State::Resolving => e.segment,
             })
             .min()
+    }
+
+    /// A key that both `reads` covers and a prepared transaction other
+    /// than `own` will write (Serializable validation, rule 2).
+    pub(crate) fn first_read_conflict(
+        &self,
+        own: TxnId,
+        reads: &crate::txn::read_set::ReadSet,
+    ) -> Option<Vec<u8>> {
+        let map = self.map.lock();
+        map.values()
+            .filter(|e| e.txn_id != own)
+            .flat_map(|e| e.locked.iter())
+            .find(|(cf, key)| reads.covers(*cf, key))
+            .map(|(_, key)| key.clone())
+    }
+
+    /// Runs `take_snapshot` with the registry locked and returns its result
+    /// with the lock sets of every transaction prepared (or being prepared
+    /// or resolved) at that instant. A transaction leaves the registry only
+    /// after its commit is visible, so one missing from the capture is in
+    /// the snapshot.
+    pub(crate) fn capture<T>(&self, take_snapshot: impl FnOnce() -> T) -> (T, Vec<LockSet>) {
+        let map = self.map.lock();
+        let snap = take_snapshot();
+        let sets = map.values().map(|e| e.locked.clone()).collect();
+        (snap, sets)
     }
 
     fn list(&self) -> Vec<PreparedInfo> {
@@ -222,7 +258,8 @@ impl PreparedRegistry {
     fn end_resolve(&self, xid: &[u8], ok: bool) -> Option<HeldLocks> {
         let mut map = self.map.lock();
         if ok {
-            map.remove(xid).map(|e| (e.txn_id, e.locked))
+            map.remove(xid)
+                .map(|e| (e.txn_id, Arc::unwrap_or_clone(e.locked)))
         } else {
             if let Some(e) = map.get_mut(xid) {
                 e.state = State::Prepared;
@@ -300,7 +337,7 @@ impl Db {
             disable_wal: false,
             ..*wo
         };
-        let result = crate::db::write::write_txn_record(self.inner(), &wo, record);
+        let result = crate::db::write::write_txn_record(self.inner(), &wo, record, None);
         if let Some((id, locked)) = registry.end_resolve(xid, result.is_ok()) {
             self.lock_manager().unlock_all(id, &locked);
         }
@@ -317,15 +354,17 @@ impl Db {
         txn_id: TxnId,
         locked: Vec<(CfId, Vec<u8>)>,
         writes: WriteBatch,
+        check: Option<crate::txn::serializable::ReadCheck>,
     ) -> Result<()> {
         let registry = &self.inner().prepared;
-        let record = WriteBatch::with_txn_marker(&TxnMarker::Prepare { xid: xid.to_vec() }, &writes);
+        let record =
+            WriteBatch::with_txn_marker(&TxnMarker::Prepare { xid: xid.to_vec() }, &writes);
         registry.reserve(xid, txn_id, locked.clone(), writes)?;
         let wo = WriteOptions {
             disable_wal: false,
             ..*wo
         };
-        let result = crate::db::write::write_txn_record(self.inner(), &wo, record);
+        let result = crate::db::write::write_txn_record(self.inner(), &wo, record, check);
         if result.is_err() {
             registry.cancel(xid);
         }

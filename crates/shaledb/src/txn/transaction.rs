@@ -40,6 +40,7 @@
 //! shared parts. The write buffer and the set of held locks are private.
 
 use super::lock_manager::{LockMode, TxnId};
+use super::serializable::{check_read_only, ReadCheck};
 use crate::db::{CfId, Db, ReadOptions, Snapshot, WriteOptions};
 use crate::error::{Error, Result};
 use crate::version::DEFAULT_CF_ID;
@@ -55,6 +56,10 @@ pub enum Isolation {
     /// One snapshot for the whole transaction; first-committer-wins on writes.
     #[default]
     SnapshotIsolation,
+    /// Snapshot Isolation plus validation of everything read, at commit
+    /// (`crate::txn::serializable`): prevents write skew and phantoms;
+    /// failures are [`Error::SerializationFailure`].
+    Serializable,
 }
 
 impl Isolation {
@@ -103,6 +108,12 @@ pub struct Txn<'a> {
     /// Locks released (committed or rolled back), or handed to the
     /// prepared-transaction registry.
     finished: bool,
+    /// Everything read, at every level (see `txn/read_set.rs`). A `RefCell`
+    /// because reads take `&self`; no borrow outlives one call.
+    reads: std::cell::RefCell<super::read_set::ReadSet>,
+    /// Serializable: the lock sets of the transactions that were prepared
+    /// when the snapshot was taken (see `txn/serializable.rs`).
+    prepared_at_begin: Vec<super::prepared::LockSet>,
     /// Prepared under this XID: only `Db::commit_prepared` /
     /// `Db::rollback_prepared` can end it now.
     prepared_as: Option<Vec<u8>>,
@@ -111,9 +122,13 @@ pub struct Txn<'a> {
 impl Db {
     /// Starts a pessimistic transaction (see [`crate::txn::transaction`]).
     pub fn begin(&self, opts: TxnOptions) -> Txn<'_> {
-        let snapshot = match opts.isolation {
-            Isolation::SnapshotIsolation => Some(self.snapshot()),
-            Isolation::ReadCommitted => None,
+        let (snapshot, prepared_at_begin) = match opts.isolation {
+            Isolation::SnapshotIsolation => (Some(self.snapshot()), Vec::new()),
+            Isolation::ReadCommitted => (None, Vec::new()),
+            Isolation::Serializable => {
+                let (snap, sets) = self.inner().prepared.capture(|| self.snapshot());
+                (Some(snap), sets)
+            }
         };
         Txn {
             db: self,
@@ -125,6 +140,8 @@ impl Db {
             savepoints: Vec::new(),
             finished: false,
             prepared_as: None,
+            reads: Default::default(),
+            prepared_at_begin,
         }
     }
 }
@@ -153,6 +170,7 @@ impl<'a> Txn<'a> {
     /// Reads `key` from `cf`: own writes first, then the database at the read
     /// snapshot (SI: the one taken at begin; RC: the latest committed state).
     pub fn get_cf(&self, cf: CfId, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.reads.borrow_mut().add_point(cf, key);
         if let Some(v) = self.buffer.get(&(cf, key.to_vec())) {
             return Ok(v.clone());
         }
@@ -228,12 +246,38 @@ impl<'a> Txn<'a> {
     pub fn commit(mut self) -> Result<()> {
         self.check_active()?;
         let result = if self.buffer.is_empty() {
-            Ok(())
+            match self.opts.isolation {
+                Isolation::Serializable => {
+                    check_read_only(&self.reads.borrow(), &self.prepared_at_begin)
+                }
+                _ => Ok(()),
+            }
         } else {
-            self.db.write(&self.opts.write_options, self.write_batch())
+            match self.read_check() {
+                Some(check) => crate::db::write::write_checked(
+                    self.db.inner(),
+                    &self.opts.write_options,
+                    self.write_batch(),
+                    check,
+                ),
+                None => self.db.write(&self.opts.write_options, self.write_batch()),
+            }
         };
         self.release();
         result
+    }
+
+    /// Serializable: what the commit leader must validate (the read set is
+    /// handed over; the transaction ends with this commit or prepare).
+    fn read_check(&self) -> Option<ReadCheck> {
+        if self.opts.isolation != Isolation::Serializable {
+            return None;
+        }
+        Some(ReadCheck {
+            txn_id: self.id,
+            snapshot: self.snapshot_sequence().unwrap_or(0),
+            reads: self.reads.take(),
+        })
     }
 
     /// Two-phase commit, phase one: logs this transaction's writes under
@@ -246,13 +290,20 @@ impl<'a> Txn<'a> {
         self.check_active()?;
         crate::txn::prepared::check_xid(xid)?;
         let locked: Vec<(CfId, Vec<u8>)> = self.locked.iter().cloned().collect();
-        self.db.log_prepare(
+        let reads = self.reads.borrow().clone();
+        let logged = self.db.log_prepare(
             &self.opts.write_options,
             xid,
             self.id,
             locked,
             self.write_batch(),
-        )?;
+            self.read_check(),
+        );
+        if let Err(e) = logged {
+            // Still active: keep what it read for a later commit or prepare.
+            *self.reads.borrow_mut() = reads;
+            return Err(e);
+        }
         // The registry owns the locks now.
         self.finished = true;
         self.locked.clear();
