@@ -96,10 +96,28 @@ impl fmt::Display for ListFmt<'_> {
     }
 }
 
+/// Shows a long list by its tail, where reads differ: `[(12 more) 40 41 42 43]`.
+pub struct TailFmt<'a>(pub &'a [Elem]);
+
+impl fmt::Display for TailFmt<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        const SHOWN: usize = 4;
+        let skip = self.0.len().saturating_sub(SHOWN);
+        if skip <= 2 {
+            return ListFmt(self.0).fmt(f);
+        }
+        write!(f, "[({skip} more)")?;
+        for e in self.0.iter().skip(skip) {
+            write!(f, " {e}")?;
+        }
+        write!(f, "]")
+    }
+}
+
 impl fmt::Display for Mop {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Mop::Read { key, value } => write!(f, "r({key})={}", ListFmt(value)),
+            Mop::Read { key, value } => write!(f, "r({key})={}", TailFmt(value)),
             Mop::Append { key, elem } => write!(f, "a({key},{elem})"),
         }
     }

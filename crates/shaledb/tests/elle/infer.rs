@@ -17,10 +17,16 @@
 //!
 //! If two versions are not prefixes of one another (say `[1 2]` and `[1 3]`:
 //! two writers read `[1]` and the second overwrote the first) the key has no
-//! version order: that is reported as `incompatible-order`, and a committed
-//! element missing from the final value as `lost-update` (P4). Such a key then
-//! only contributes `wr` edges (the writer of a version's last element is
-//! known regardless), so the cycle search stays sound but sees less there.
+//! single version order: that is reported as `incompatible-order`, and a
+//! committed element missing from the final value as `lost-update` (P4). The
+//! edges then come from the *element tree* (each element's predecessor is
+//! the same in every version that holds it): `ww` from the writer of an
+//! element's predecessor, `wr` from the writer of the last element read, `rw`
+//! from a reader to the writer of each child of what it read (each was
+//! installed later). Every such edge stands for a chain of Adya's edges with
+//! the same kind, so a cycle found is backed by a real one; but the order of
+//! siblings is unknown, so some real cycles go unseen. For a key whose
+//! versions form one chain, this is exactly Elle's inference.
 
 use super::graph::{Dep, Graph};
 use super::history::{Elem, History, Key, ListFmt, Mop, Outcome, Txn, FINAL_PROCESS};
@@ -168,7 +174,7 @@ pub fn infer(h: &History) -> Inferred {
         );
     }
 
-    // Version order per key (None: incompatible versions).
+    // All versions of each key; they should form one chain of prefixes.
     let mut versions: BTreeMap<Key, Vec<(&[Elem], usize)>> = BTreeMap::new();
     for &(r, key, value) in &reads {
         versions.entry(key).or_default().push((value, r));
@@ -176,8 +182,11 @@ pub fn infer(h: &History) -> Inferred {
     for (w, key, value) in &written {
         versions.entry(*key).or_default().push((value, *w));
     }
-    let mut order: BTreeMap<Key, Option<&[Elem]>> = BTreeMap::new();
-    for (key, mut vs) in versions {
+    // The element tree: the element each element follows (None: first).
+    let mut parent: BTreeMap<(Key, Elem), Option<Elem>> = BTreeMap::new();
+    let mut conflicted: HashSet<(Key, Elem)> = HashSet::new();
+    let mut children: HashMap<(Key, Option<Elem>), Vec<Elem>> = HashMap::new();
+    for (&key, vs) in versions.iter_mut() {
         vs.sort_by_key(|(v, _)| v.len());
         let clash = vs.windows(2).find_map(|w| match w {
             [(a, ta), (b, tb)] if !b.starts_with(a) => Some((*a, *ta, *b, *tb)),
@@ -195,8 +204,28 @@ pub fn infer(h: &History) -> Inferred {
                 ),
             ));
         }
-        let longest = vs.last().map(|(v, _)| *v);
-        order.insert(key, if clash.is_some() { None } else { longest });
+        for &(v, t) in vs.iter() {
+            for (i, &e) in v.iter().enumerate() {
+                let p = i.checked_sub(1).and_then(|j| v.get(j)).copied();
+                match parent.get(&(key, e)) {
+                    None => {
+                        parent.insert((key, e), p);
+                        children.entry((key, p)).or_default().push(e);
+                    }
+                    Some(&q) if q != p && conflicted.insert((key, e)) => {
+                        let text = format!(
+                            "T{t} read key {key} = {}: element {e} follows {} there \
+                             but {} in another version",
+                            ListFmt(v),
+                            after(p),
+                            after(q)
+                        );
+                        anomalies.push(Anomaly::new(Kind::Garbage, vec![t], text));
+                    }
+                    Some(_) => {}
+                }
+            }
+        }
     }
 
     // A committed append missing from the final value was overwritten.
@@ -221,27 +250,38 @@ pub fn infer(h: &History) -> Inferred {
         }
     }
 
-    // Dependency edges between ok transactions.
+    // Dependency edges between ok transactions, from the element tree. With
+    // one chain per key (always, unless updates were lost) this is exactly
+    // Elle's inference: ww between consecutive elements, wr from the writer of
+    // the last element read, rw to the writer of the next one.
     let mut graph = Graph::new(txns.len());
-    let writer_of = |e: Option<&Elem>, key: Key| -> Option<usize> {
-        let &(w, k) = writer.get(e?)?;
+    let writer_of = |e: Option<Elem>, key: Key| -> Option<usize> {
+        let &(w, k) = writer.get(&e?)?;
         (k == key && is_ok(w)).then_some(w)
     };
-    for &(r, key, value) in &reads {
-        if let Some(w) = writer_of(value.last(), key) {
-            graph.add(w, r, Dep::WR, key);
-        }
-        if let Some(Some(o)) = order.get(&key) {
-            if let Some(w) = writer_of(o.get(value.len()), key) {
-                graph.add(r, w, Dep::RW, key);
-            }
+    for (&(key, e), &p) in &parent {
+        if let (Some(a), Some(b)) = (writer_of(p, key), writer_of(Some(e), key)) {
+            graph.add(a, b, Dep::WW, key);
         }
     }
-    for (&key, o) in &order {
-        for pair in o.unwrap_or_default().windows(2) {
-            if let (Some(a), Some(b)) = (writer_of(pair.first(), key), writer_of(pair.get(1), key))
-            {
-                graph.add(a, b, Dep::WW, key);
+    for &(r, key, value) in &reads {
+        let last = value.last().copied();
+        if let Some(w) = writer_of(last, key) {
+            graph.add(w, r, Dep::WR, key);
+        }
+        // Each child of what r read was installed after it. If r itself
+        // wrote on top of it (a sibling may then precede or follow r's
+        // version), the kind of the edge is unknown and none is added.
+        let kids = children
+            .get(&(key, last))
+            .map(Vec::as_slice)
+            .unwrap_or_default();
+        let r_wrote_here = kids.iter().any(|&c| writer.get(&c).map(|w| w.0) == Some(r));
+        if !r_wrote_here {
+            for &c in kids {
+                if let Some(w) = writer_of(Some(c), key) {
+                    graph.add(r, w, Dep::RW, key);
+                }
             }
         }
     }
@@ -252,6 +292,11 @@ pub fn infer(h: &History) -> Inferred {
         graph,
         anomalies,
     }
+}
+
+/// "element 4" or "the start of the list".
+fn after(p: Option<Elem>) -> String {
+    p.map_or("the start of the list".into(), |e| format!("element {e}"))
 }
 
 /// G1a, G1b and garbage in one external read `value` of `key` by `r`.

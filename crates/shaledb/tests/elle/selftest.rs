@@ -185,12 +185,13 @@ fn garbage_and_internal() {
     ok(&mut h, vec![r(1, &[1, 99])]); // 99 was never appended
     ok(&mut h, vec![r(2, &[1])]); // 1 belongs to key 1
     ok(&mut h, vec![r(1, &[1, 1])]); // duplicate
-                                     // [1 99] and [1 1] also make key 1's order incompatible.
+                                     // [1 99] and [1 1] also make key 1's order incompatible, and put element
+                                     // 1 after two different predecessors (a fourth garbage report).
     assert_eq!(
         counts(&h),
         vec![
             (Kind::IncompatibleOrder, 1),
-            (Kind::Garbage, 3),
+            (Kind::Garbage, 4),
             (Kind::Internal, 1)
         ]
     );
@@ -215,6 +216,9 @@ fn final_read_is_rendered() {
         outcome: Outcome::Committed,
     };
     assert_eq!(t.to_string(), "T5 (final read): r(1)=[1 2]");
+    let long: Vec<Elem> = (1..=10).collect();
+    assert_eq!(r(3, &long).to_string(), "r(3)=[(6 more) 7 8 9 10]");
+    assert_eq!(r(3, &long[..6]).to_string(), "r(3)=[1 2 3 4 5 6]");
 }
 
 /// One step of a random serial execution.
@@ -233,7 +237,11 @@ fn step() -> impl Strategy<Value = Step> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(64))]
+    #![proptest_config(ProptestConfig {
+        cases: 64,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    })]
 
     /// A serial execution (one transaction at a time, aborted ones leave no
     /// trace) has no anomaly of any kind.
