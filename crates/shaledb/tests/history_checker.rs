@@ -142,7 +142,10 @@ fn encode(list: &[u64]) -> Vec<u8> {
 
 fn decode(value: Option<Vec<u8>>) -> Vec<u64> {
     let bytes = value.unwrap_or_default();
-    assert!(bytes.len() % 8 == 0, "undecodable list value {bytes:?}");
+    assert!(
+        bytes.len().is_multiple_of(8),
+        "undecodable list value {bytes:?}"
+    );
     bytes
         .chunks_exact(8)
         .map(|c| u64::from_le_bytes(c.try_into().unwrap()))
