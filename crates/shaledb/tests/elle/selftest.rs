@@ -169,6 +169,34 @@ fn lost_update() {
 }
 
 #[test]
+fn cycles_are_still_found_through_a_key_with_lost_updates() {
+    // Key 1 forks: T0 wrote [1], T1 (lost) wrote [2] on the same empty list,
+    // T3 wrote [1 4]. T2 read [1] (so it precedes T3's append, rw) and read
+    // key 3 with T3's element (wr): a G-single through the forked key.
+    let mut h = History::default();
+    ok(&mut h, vec![r(1, &[]), a(1, 1)]);
+    ok(&mut h, vec![r(1, &[]), a(1, 2)]);
+    ok(&mut h, vec![r(1, &[1]), r(3, &[5])]);
+    ok(&mut h, vec![r(1, &[1]), a(1, 4), r(3, &[]), a(3, 5)]);
+    finals(&mut h, &[(1, &[1, 4]), (3, &[5])]);
+    assert_eq!(
+        counts(&h),
+        vec![
+            (Kind::GSingle, 1),
+            (Kind::LostUpdate, 1),
+            (Kind::IncompatibleOrder, 1)
+        ]
+    );
+    let report = check(&h);
+    assert_eq!(
+        report.of_kinds(&[Kind::GSingle]).first().unwrap().txns,
+        vec![2, 3]
+    );
+    // Siblings T0 and T1 get no edge between them (their order is unknown).
+    assert_eq!(report.stats.rw, 1);
+}
+
+#[test]
 fn incompatible_reads_without_final_read() {
     let mut h = History::default();
     ok(&mut h, vec![r(1, &[]), a(1, 1)]);
