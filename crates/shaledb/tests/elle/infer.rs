@@ -23,10 +23,12 @@
 //! the same in every version that holds it): `ww` from the writer of an
 //! element's predecessor, `wr` from the writer of the last element read, `rw`
 //! from a reader to the writer of each child of what it read (each was
-//! installed later). Every such edge stands for a chain of Adya's edges with
-//! the same kind, so a cycle found is backed by a real one; but the order of
-//! siblings is unknown, so some real cycles go unseen. For a key whose
-//! versions form one chain, this is exactly Elle's inference.
+//! installed later), unless the reader wrote a child itself (then its edge
+//! to a sibling may be `ww` or `rw`, so none is added). Each such edge
+//! stands for a real path: the edge's kind followed by `ww` edges, so a
+//! cycle found is backed by a real cycle with no more `rw` edges; but the
+//! order of siblings is unknown, so some real cycles go unseen. For a key
+//! whose versions form one chain, this is exactly Elle's inference.
 
 use super::graph::{Dep, Graph};
 use super::history::{Elem, History, Key, ListFmt, Mop, Outcome, Txn, FINAL_PROCESS};
