@@ -101,6 +101,8 @@ pub(crate) struct RecoveredPrepare {
 #[derive(Default)]
 pub(crate) struct PreparedRegistry {
     map: Mutex<HashMap<Vec<u8>, Entry>>,
+    /// Entries removed so far; changed only while `map` is locked.
+    removals: Mutex<u64>,
 }
 
 /// Refuses an XID the WAL format cannot carry.
@@ -157,6 +159,7 @@ impl PreparedRegistry {
     fn cancel(&self, xid: &[u8]) {
         let mut map = self.map.lock();
         if map.get(xid).is_some_and(|e| e.state == State::Preparing) {
+            *self.removals.lock() += 1;
             map.remove(xid);
         }
     }
@@ -212,16 +215,24 @@ impl PreparedRegistry {
             .map(|(_, key)| key.clone())
     }
 
-    /// Runs `take_snapshot` with the registry locked and returns its result
-    /// with the lock sets of every transaction prepared (or being prepared
-    /// or resolved) at that instant. A transaction leaves the registry only
-    /// after its commit is visible, so one missing from the capture is in
-    /// the snapshot.
-    pub(crate) fn capture<T>(&self, take_snapshot: impl FnOnce() -> T) -> (T, Vec<LockSet>) {
-        let map = self.map.lock();
-        let snap = take_snapshot();
-        let sets = map.values().map(|e| e.locked.clone()).collect();
-        (snap, sets)
+    /// Runs `take_snapshot` and returns its result with the lock sets of
+    /// every transaction prepared (or being prepared or resolved) at that
+    /// instant. A transaction leaves the registry only after its commit is
+    /// visible, so one missing from the capture is in the snapshot. The
+    /// registry's mutex is not held while the snapshot is taken (that takes
+    /// `wal`, and the commit leader takes the registry under `wal`):
+    /// instead, if any entry left the registry meanwhile, the capture is
+    /// retried.
+    pub(crate) fn capture<T>(&self, take_snapshot: impl Fn() -> T) -> (T, Vec<LockSet>) {
+        loop {
+            let before = *self.removals.lock();
+            let snap = take_snapshot();
+            let map = self.map.lock();
+            if *self.removals.lock() == before {
+                let sets = map.values().map(|e| e.locked.clone()).collect();
+                return (snap, sets);
+            }
+        }
     }
 
     fn list(&self) -> Vec<PreparedInfo> {
@@ -258,6 +269,7 @@ impl PreparedRegistry {
     fn end_resolve(&self, xid: &[u8], ok: bool) -> Option<HeldLocks> {
         let mut map = self.map.lock();
         if ok {
+            *self.removals.lock() += 1;
             map.remove(xid)
                 .map(|e| (e.txn_id, Arc::unwrap_or_clone(e.locked)))
         } else {
