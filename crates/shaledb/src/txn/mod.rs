@@ -12,8 +12,16 @@
 //!   detection (see docs/locking.md).
 //! * [`transaction`]: [`Db::begin`](crate::Db::begin) and [`Txn`], Read
 //!   Committed and Snapshot Isolation (see docs/isolation.md).
+//! * [`txn_iter`]: [`TxnIterator`], iteration that merges own writes and
+//!   records the ranges read.
+//! * [`read_set`]: [`ReadSet`], the keys and ranges a transaction read (for
+//!   Serializable validation).
 
 pub mod lock_manager;
+pub mod read_set;
 pub mod transaction;
+pub mod txn_iter;
 
+pub use read_set::ReadSet;
 pub use transaction::{Isolation, Txn, TxnOptions};
+pub use txn_iter::TxnIterator;
