@@ -22,6 +22,10 @@ pub mod read_set;
 pub mod transaction;
 pub mod txn_iter;
 
+#[cfg(test)]
+#[allow(clippy::unwrap_used)] // tests: a panic is the failure report
+mod share_lock_tests;
+
 pub use read_set::ReadSet;
 pub use transaction::{Isolation, Txn, TxnOptions};
 pub use txn_iter::TxnIterator;
