@@ -7,7 +7,7 @@
 #![allow(clippy::unwrap_used, clippy::indexing_slicing)] // a panic in a test is a failure
 
 use shaledb::env::mem::MemFs;
-use shaledb::txn::{Isolation, TxnOptions};
+use shaledb::txn::{Isolation, Txn, TxnOptions};
 use shaledb::{Db, Error, Options};
 use std::sync::Arc;
 use std::time::Duration;
@@ -49,6 +49,17 @@ fn num(v: Option<Vec<u8>>) -> i64 {
 
 fn is_lock_timeout(r: shaledb::Result<()>) -> bool {
     matches!(r, Err(Error::LockTimeout { .. }))
+}
+
+/// A predicate read: `SELECT key FROM table WHERE pred(value)`, done as a
+/// scan of the whole key range at the transaction's read view.
+fn select_where(t: &Txn<'_>, pred: impl Fn(i64) -> bool) -> Vec<String> {
+    t.scan(None, None, usize::MAX)
+        .unwrap()
+        .into_iter()
+        .filter(|(_, val)| pred(num(Some(val.clone()))))
+        .map(|(k, _)| String::from_utf8(k).unwrap())
+        .collect()
 }
 
 /// G0 (dirty write / write cycle): T2's write of a row T1 has written but not
@@ -160,6 +171,69 @@ fn otv_observed_transaction_does_not_vanish() {
             assert_eq!((x, y), (v("10"), v("20")));
         }
         t3.commit().unwrap();
+    }
+}
+
+/// PMP (predicate-many-preceders): T1 evaluates a predicate (a scan) twice;
+/// in between T2 inserts a row matching it and commits.
+/// SI: the second scan runs at T1's snapshot, so the new row is not there
+/// (prevented, as PostgreSQL "repeatable read"). RC: each scan is a new
+/// statement with a fresh snapshot, so the phantom appears (allowed).
+#[test]
+fn pmp_predicate_many_preceders_prevented_at_si_allowed_at_rc() {
+    for iso in [RC, SI] {
+        let db = setup();
+        let t1 = db.begin(opts(iso));
+        let mut t2 = db.begin(opts(iso));
+        assert!(select_where(&t1, |v| v == 30).is_empty()); // T1: WHERE value = 30
+        t2.put(b"z", b"30").unwrap(); // T2: INSERT z = 30
+        t2.commit().unwrap();
+        let second = select_where(&t1, |v| v % 3 == 0); // T1: WHERE value % 3 = 0
+        if iso == SI {
+            assert!(second.is_empty(), "no phantom at SI");
+        } else {
+            assert_eq!(second, vec!["z"], "RC sees the phantom");
+        }
+        t1.commit().unwrap();
+    }
+}
+
+/// PMP with a write predicate: T1 adds 10 to every row; T2 deletes the rows
+/// `WHERE value = 20` it found with a scan (y). T2's delete blocks on T1's
+/// row lock. SI: once T1 commits, the delete is a WriteConflict (y changed
+/// after T2's snapshot), so T2 cannot act on the stale predicate. RC: the
+/// delete goes through and removes y although y = 30 no longer matches
+/// (PostgreSQL RC re-evaluates the predicate and deletes nothing; here the
+/// application would have to re-check with `get_for_update`).
+#[test]
+fn pmp_write_predicate_is_a_write_conflict_at_si_stale_at_rc() {
+    for iso in [RC, SI] {
+        let db = setup();
+        let mut t1 = db.begin(opts(iso));
+        let mut t2 = db.begin(opts(iso));
+        for (k, val) in t1.scan(None, None, usize::MAX).unwrap() {
+            let new = num(Some(val)) + 10; // T1: UPDATE SET value = value + 10
+            t1.put(&k, new.to_string().as_bytes()).unwrap();
+        }
+        let doomed = select_where(&t2, |v| v == 20); // T2: sees y = 20
+        assert_eq!(doomed, vec!["y"]);
+        assert!(is_lock_timeout(t2.delete(b"y"))); // T2: DELETE blocks
+        t1.commit().unwrap(); // x = 20, y = 30
+        let retry = t2.delete(b"y");
+        if iso == SI {
+            assert!(matches!(retry, Err(Error::WriteConflict { ref key }) if key == b"y"));
+            t2.rollback();
+            assert_eq!(db.get(b"y").unwrap(), v("30"));
+        } else {
+            retry.unwrap();
+            t2.commit().unwrap();
+            assert_eq!(
+                db.get(b"y").unwrap(),
+                None,
+                "RC deleted a row that became 30"
+            );
+        }
+        assert_eq!(db.get(b"x").unwrap(), v("20"));
     }
 }
 
@@ -305,6 +379,29 @@ fn g2_item_prevented_by_get_for_update() {
     let s3 = num(t3.get_for_update(b"x").unwrap()) + num(t3.get_for_update(b"y").unwrap());
     assert_eq!(s3, 20); // the constraint check now sees T1's withdrawal
     t3.rollback();
+}
+
+/// G2 (anti-dependency cycle with predicates): both transactions check that
+/// no row has `value % 3 = 0` (a scan), then each inserts such a row under a
+/// different key. Each missed the other's insert (two predicate
+/// anti-dependencies, a cycle), no row is written twice, so both commit at
+/// RC and at SI: afterwards the predicate matches two rows, which no serial
+/// order allows. (PostgreSQL "repeatable read" allows it as well.)
+#[test]
+fn g2_predicate_anti_dependency_cycle_is_allowed_at_rc_and_si() {
+    for iso in [RC, SI] {
+        let db = setup();
+        let mut t1 = db.begin(opts(iso));
+        let mut t2 = db.begin(opts(iso));
+        assert!(select_where(&t1, |v| v % 3 == 0).is_empty());
+        assert!(select_where(&t2, |v| v % 3 == 0).is_empty());
+        t1.put(b"z1", b"30").unwrap(); // T1: INSERT z1 = 30
+        t2.put(b"z2", b"42").unwrap(); // T2: INSERT z2 = 42
+        t1.commit().unwrap();
+        t2.commit().unwrap(); // not prevented
+        let t3 = db.begin(opts(iso));
+        assert_eq!(select_where(&t3, |v| v % 3 == 0), vec!["z1", "z2"]);
+    }
 }
 
 /// Bank transfers: 4 threads x random transfers between 10 accounts at SI,
