@@ -556,3 +556,47 @@ proptest! {
         prop_assert_eq!(&backward(&mut it), &rev);
     }
 }
+
+/// A damaged extent under the base makes the merged iterator fail with
+/// `Corruption` (returned by the move and kept in `status`), never yield
+/// wrong data; own writes do not mask it.
+#[test]
+fn corruption_in_the_base_surfaces_as_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let value = |i: u32| format!("value-{i}-{}", "x".repeat((i % 40) as usize)).into_bytes();
+    let key = |i: u32| format!("key{i:05}").into_bytes();
+    {
+        let db = Db::open(dir.path(), Options::default()).unwrap();
+        for i in 0..3000 {
+            db.put(&key(i), &value(i)).unwrap();
+        }
+        db.flush().unwrap();
+        db.close().unwrap();
+    }
+    let data = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.to_string_lossy().ends_with(".sdt"))
+        .unwrap();
+    let mut bytes = std::fs::read(&data).unwrap();
+    let mid = bytes.len() / 3;
+    bytes[mid] ^= 0x5a;
+    std::fs::write(&data, bytes).unwrap();
+    let db = Db::open(dir.path(), Options::default()).unwrap();
+    let mut t = db.begin(si());
+    t.put(b"key00000", b"own").unwrap();
+    let mut it = t.iter(None, None).unwrap();
+    let mut r = it.seek_to_first();
+    let mut i = 0u32;
+    while r.is_ok() && it.valid() {
+        let want = if i == 0 { b"own".to_vec() } else { value(i) };
+        assert_eq!((it.key(), it.value()), (&key(i)[..], &want[..]));
+        i += 1;
+        r = it.next();
+    }
+    let err = r.expect_err("the flipped byte was read");
+    assert!(err.is_corruption(), "{err}");
+    assert!(!it.valid());
+    assert!(it.status().is_some_and(Error::is_corruption));
+    assert!(i < 3000);
+}
