@@ -102,8 +102,8 @@ pub struct Txn<'a> {
     savepoints: Vec<Buffer>,
     /// Locks released (committed or rolled back).
     finished: bool,
-    /// Keys locked only in shared mode (`get_for_share`); disjoint from
-    /// `locked` until an upgrade, released with it.
+    /// Keys locked in shared mode (`get_for_share`); after an upgrade by a
+    /// write a key is in `locked` too. Released with `locked`.
     shared: BTreeSet<(CfId, Vec<u8>)>,
     /// Everything read, at every level (see `txn/read_set.rs`). A `RefCell`
     /// because reads take `&self`; no borrow outlives one call.
@@ -276,6 +276,19 @@ impl<'a> Txn<'a> {
         Ok(())
     }
 
+    fn release(&mut self) {
+        if self.finished {
+            return;
+        }
+        self.finished = true;
+        self.buffer.clear();
+        self.savepoints.clear();
+        let mut held = std::mem::take(&mut self.locked);
+        held.append(&mut self.shared);
+        let keys: Vec<(CfId, Vec<u8>)> = held.into_iter().collect();
+        self.db.lock_manager().unlock_all(self.id, &keys);
+    }
+
     // ---- Iterators, shared locking reads, read set (txn/txn_iter.rs) ----
 
     /// An iterator over the default column family within `[lower, upper)`
@@ -395,19 +408,6 @@ impl<'a> Txn<'a> {
     #[cfg_attr(not(test), allow(dead_code))] // consumer: Serializable commit validation
     pub(crate) fn read_set(&mut self) -> &super::read_set::ReadSet {
         self.reads.get_mut()
-    }
-
-    fn release(&mut self) {
-        if self.finished {
-            return;
-        }
-        self.finished = true;
-        self.buffer.clear();
-        self.savepoints.clear();
-        let mut held = std::mem::take(&mut self.locked);
-        held.append(&mut self.shared);
-        let keys: Vec<(CfId, Vec<u8>)> = held.into_iter().collect();
-        self.db.lock_manager().unlock_all(self.id, &keys);
     }
 }
 
