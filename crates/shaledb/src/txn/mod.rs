@@ -12,6 +12,10 @@
 //!   detection (see docs/locking.md).
 //! * [`transaction`]: [`Db::begin`](crate::Db::begin) and [`Txn`], Read
 //!   Committed and Snapshot Isolation (see docs/isolation.md).
+//! * [`txn_iter`]: [`TxnIterator`], iteration that merges own writes and
+//!   records the ranges read.
+//! * [`read_set`]: [`ReadSet`], the keys and ranges a transaction read (for
+//!   Serializable validation).
 
 pub mod lock_manager;
 pub mod marker;
@@ -19,6 +23,13 @@ pub mod prepared;
 pub mod read_set;
 pub(crate) mod serializable;
 pub mod transaction;
+pub mod txn_iter;
 
 pub use prepared::PreparedInfo;
+#[cfg(test)]
+#[allow(clippy::unwrap_used)] // tests: a panic is the failure report
+mod share_lock_tests;
+
+pub use read_set::ReadSet;
 pub use transaction::{Isolation, Txn, TxnOptions};
+pub use txn_iter::TxnIterator;

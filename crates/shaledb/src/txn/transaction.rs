@@ -117,6 +117,9 @@ pub struct Txn<'a> {
     /// Prepared under this XID: only `Db::commit_prepared` /
     /// `Db::rollback_prepared` can end it now.
     prepared_as: Option<Vec<u8>>,
+    /// Keys locked in shared mode (`get_for_share`); after an upgrade by a
+    /// write a key is in `locked` too. Released with `locked`.
+    shared: BTreeSet<(CfId, Vec<u8>)>,
 }
 
 impl Db {
@@ -142,6 +145,7 @@ impl Db {
             prepared_as: None,
             reads: Default::default(),
             prepared_at_begin,
+            shared: BTreeSet::new(),
         }
     }
 }
@@ -289,7 +293,9 @@ impl<'a> Txn<'a> {
     pub fn prepare(&mut self, xid: &[u8]) -> Result<()> {
         self.check_active()?;
         crate::txn::prepared::check_xid(xid)?;
-        let locked: Vec<(CfId, Vec<u8>)> = self.locked.iter().cloned().collect();
+        // Shared locks go with the exclusive ones: all are released when the
+        // XID is resolved (after a restart only the write locks come back).
+        let locked: Vec<(CfId, Vec<u8>)> = self.locked.union(&self.shared).cloned().collect();
         let reads = self.reads.borrow().clone();
         let logged = self.db.log_prepare(
             &self.opts.write_options,
@@ -307,6 +313,7 @@ impl<'a> Txn<'a> {
         // The registry owns the locks now.
         self.finished = true;
         self.locked.clear();
+        self.shared.clear();
         self.buffer.clear();
         self.savepoints.clear();
         self.prepared_as = Some(xid.to_vec());
@@ -380,8 +387,131 @@ impl<'a> Txn<'a> {
         self.finished = true;
         self.buffer.clear();
         self.savepoints.clear();
-        let keys: Vec<(CfId, Vec<u8>)> = std::mem::take(&mut self.locked).into_iter().collect();
+        let mut held = std::mem::take(&mut self.locked);
+        held.append(&mut self.shared);
+        let keys: Vec<(CfId, Vec<u8>)> = held.into_iter().collect();
         self.db.lock_manager().unlock_all(self.id, &keys);
+    }
+
+    // ---- Iterators, shared locking reads, read set (txn/txn_iter.rs) ----
+
+    /// An iterator over the default column family within `[lower, upper)`
+    /// that sees this transaction's own writes (see [`Txn::iter_cf`]).
+    pub fn iter(
+        &self,
+        lower: Option<&[u8]>,
+        upper: Option<&[u8]>,
+    ) -> Result<super::txn_iter::TxnIterator<'_>> {
+        self.iter_cf(DEFAULT_CF_ID, lower, upper)
+    }
+
+    /// An iterator over `cf` within `[lower, upper)` (`None`: unbounded),
+    /// merging the database at the read view — SI: the transaction's
+    /// snapshot; RC: a snapshot taken now, kept for the iterator's life —
+    /// with the transaction's buffered writes (own puts shadow or insert,
+    /// own deletes hide). Takes no lock; the range it walks is recorded in
+    /// the read set. Unpositioned until a seek.
+    pub fn iter_cf(
+        &self,
+        cf: CfId,
+        lower: Option<&[u8]>,
+        upper: Option<&[u8]>,
+    ) -> Result<super::txn_iter::TxnIterator<'_>> {
+        let snapshot = match &self.snapshot {
+            Some(s) => s.clone(),
+            None => self.db.snapshot(),
+        };
+        let ro = ReadOptions {
+            snapshot: Some(snapshot),
+            lower_bound: lower.map(<[u8]>::to_vec),
+            upper_bound: upper.map(<[u8]>::to_vec),
+        };
+        let base = self.db.iter_cf(&ro, cf)?;
+        Ok(super::txn_iter::TxnIterator::new(
+            base,
+            cf,
+            &self.buffer,
+            lower,
+            upper,
+            &self.reads,
+        ))
+    }
+
+    /// [`Txn::scan_cf`] in the default column family.
+    pub fn scan(
+        &self,
+        lower: Option<&[u8]>,
+        upper: Option<&[u8]>,
+        limit: usize,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.scan_cf(DEFAULT_CF_ID, lower, upper, limit)
+    }
+
+    /// The first `limit` pairs of `cf` within `[lower, upper)`, as
+    /// [`Txn::iter_cf`] sees them. The range recorded as read ends just after
+    /// the last pair returned, or at `upper` if the range was exhausted.
+    pub fn scan_cf(
+        &self,
+        cf: CfId,
+        lower: Option<&[u8]>,
+        upper: Option<&[u8]>,
+        limit: usize,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let mut out = Vec::new();
+        if limit == 0 {
+            return Ok(out);
+        }
+        let mut it = self.iter_cf(cf, lower, upper)?;
+        it.seek_to_first()?;
+        while it.valid() {
+            out.push((it.key().to_vec(), it.value().to_vec()));
+            if out.len() >= limit {
+                break;
+            }
+            it.next()?;
+        }
+        Ok(out)
+    }
+
+    /// Locks `key` in shared mode, then reads it (`SELECT ... FOR SHARE`).
+    pub fn get_for_share(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.get_for_share_cf(DEFAULT_CF_ID, key)
+    }
+
+    /// [`Txn::get_for_share`] in `cf`. The shared lock is held to the end of
+    /// the transaction: other sharers coexist, writers wait; a later write by
+    /// this transaction upgrades it. Under SI a key changed after the
+    /// snapshot fails with [`Error::WriteConflict`] (the lock stays held), so
+    /// the value returned is the latest committed one, as for
+    /// [`Txn::get_for_update_cf`].
+    pub fn get_for_share_cf(&mut self, cf: CfId, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let entry = (cf, key.to_vec());
+        if !self.locked.contains(&entry) && !self.shared.contains(&entry) {
+            self.db.lock_manager().lock(
+                self.id,
+                cf,
+                key,
+                LockMode::Shared,
+                self.opts.lock_wait_timeout,
+            )?;
+            self.shared.insert(entry);
+        }
+        if let Some(snap) = &self.snapshot {
+            if let Some(latest) = self.db.latest_seq_of(cf, key)? {
+                if latest > snap.sequence() {
+                    return Err(Error::WriteConflict { key: key.to_vec() });
+                }
+            }
+        }
+        self.get_cf(cf, key)
+    }
+
+    /// Every key and range read so far (for Serializable validation at
+    /// commit). `&mut self` guarantees no iterator of this transaction is
+    /// alive, so every iterator has flushed its range: the set is complete.
+    #[cfg_attr(not(test), allow(dead_code))] // consumer: Serializable commit validation
+    pub(crate) fn read_set(&mut self) -> &super::read_set::ReadSet {
+        self.reads.get_mut()
     }
 }
 
