@@ -22,7 +22,9 @@
 //! the [`memory`] and [`logfile`] backends for self-tests (and `shale`, behind the `shale`
 //! feature, on by default). [`contest`] and `recover` are this harness's own benchmarks
 //! (not db_bench's): crash checks with a SIGKILLed writer child, the PolarDB contest phases,
-//! and WAL replay speed; [`device`] relates their MB/s to the disk's fio figures.
+//! and WAL replay speed; [`device`] relates their MB/s to the disk's fio figures. [`txn`] is
+//! `txnmix`, contended read-modify-write transactions checked for lost updates, for engines
+//! that implement [`txn::TxnEngine`].
 //! A binary is `fn main() -> ExitCode { shale_bench::cli_main(&[&MyFactory]) }`.
 
 pub mod contest;
@@ -39,7 +41,10 @@ mod recover;
 pub mod runner;
 #[cfg(feature = "shale")]
 pub mod shale;
+#[cfg(feature = "shale")]
+mod shale_txn;
 pub mod stats;
+pub mod txn;
 mod workloads;
 
 #[cfg(test)]
