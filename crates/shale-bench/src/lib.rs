@@ -82,6 +82,12 @@ pub fn select_engine<'a>(
 /// The whole command-line program: parse `std::env::args`, run, print errors db_bench-style.
 pub fn cli_main(factories: &[&dyn EngineFactory]) -> ExitCode {
     let args: Vec<String> = std::env::args().collect();
+    cli_main_args(&args, factories)
+}
+
+/// [`cli_main`] with the arguments given (program name first), for binaries that rewrite
+/// their own flags first (rocksdb-txn-bench's `--mode`).
+pub fn cli_main_args(args: &[String], factories: &[&dyn EngineFactory]) -> ExitCode {
     let program = args.first().map_or("shale-bench", String::as_str);
     let names: Vec<&str> = factories.iter().map(|f| f.name()).collect();
     let flags = match Flags::parse(args.iter().skip(1)) {
