@@ -8,7 +8,8 @@ SHALE_LEVELS and against RocksDB's TransactionDB (pessimistic) and OptimisticTra
 prints the same lines. RocksDB runs with --isolation=si (set_snapshot: first-committer-wins
 conflict checks, the closest to ShaleDB's SI).
 
-Points: threads 1/4/16/64 (quick: 1/16), --num=100000 keys, --duration=10 s (quick 3 s), in the
+Points: threads 1/4/16/64 (quick: 1/16), --num=100000 keys, uniform (or zipfian with
+--txn-zipf=0.99: hot keys, lock waits, deadlocks), --duration=10 s (quick 3 s), in the
 order round -> threads -> configuration, so each thread count's configurations run back to
 back. The load average is recorded around every run (the table shows it): the numbers are
 only comparable across a row when it is similar.
@@ -18,7 +19,6 @@ against Debian's librocksdb: installs librocksdb-dev and libclang-dev with apt-g
 builds with ROCKSDB_LIB_DIR set).
 """
 
-import datetime
 import json
 import os
 import re
@@ -230,8 +230,9 @@ def report(summary, cfgs):
     print_table(cols, rows)
 
 
-def run_txn(args, engines, out_dir):
-    """The whole suite; returns the results document (saved by the caller)."""
+def run_txn(args, engines, logs_dir):
+    """The whole suite; returns the results document (saved by the caller). With --keep-logs
+    every run's output goes to `logs_dir`."""
     engines = [e for e in engines if e in ("shale", "rocksdb")]
     if not engines:
         raise SystemExit("the txn suite runs shale and/or rocksdb")
@@ -248,6 +249,7 @@ def run_txn(args, engines, out_dir):
         "benchmarks": "txnmix",
         "num": num,
         "txn_ops": args.txn_ops,
+        "txn_zipf": args.txn_zipf,
         "duration": duration,
         "key_size": 16,
         "compression_type": "none",
@@ -255,7 +257,6 @@ def run_txn(args, engines, out_dir):
         "progress_reports": 0,
     }
     tmp = __import__("tempfile").mkdtemp(prefix="shale-txn-", dir=args.workdir)
-    logs_dir = os.path.join(out_dir, "txn-logs-" + datetime.datetime.now().strftime("%Y%m%d-%H%M%S"))
     runs = []
     try:
         for rnd in range(1, rounds + 1):
@@ -291,9 +292,10 @@ def run_txn(args, engines, out_dir):
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     summary = summarize(runs, cfgs, thread_counts)
-    print("\nSuite txn%s: txnmix, %d keys, %d ops/txn, uniform keys, %d s per point, %d round(s); "
+    keys = "zipfian keys (theta %g)" % args.txn_zipf if args.txn_zipf > 0 else "uniform keys"
+    print("\nSuite txn%s: txnmix, %d keys, %d ops/txn, %s, %d s per point, %d round(s); "
           "RocksDB with --isolation=%s; load = 1-min load average around the run (%d cores)"
-          % (" (quick)" if args.quick else "", num, args.txn_ops, duration, rounds, ROCKSDB_ISOLATION,
+          % (" (quick)" if args.quick else "", num, args.txn_ops, keys, duration, rounds, ROCKSDB_ISOLATION,
              os.cpu_count() or 0))
     report(summary, cfgs)
     return {
