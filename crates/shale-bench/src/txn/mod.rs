@@ -3,16 +3,16 @@
 //!
 //! 1. Fresh DB; `--num` keys (db_bench's keys, `--key_size`) are preloaded with an 8-byte
 //!    counter 0 ([`check`]); `--value_size` does not apply.
-//! 2. `--threads` threads run transactions ([`workload`]) for `--duration` seconds, or until
+//! 2. `--threads` threads run transactions (`workload`) for `--duration` seconds, or until
 //!    each committed `--writes` of them (negative: `--num`). A transaction touches `--txn_ops`
-//!    keys, uniform or zipfian (`--txn_zipf`, [`keys`]): `get_for_update` + `put` of the
+//!    keys, uniform or zipfian (`--txn_zipf`, `keys`): `get_for_update` + `put` of the
 //!    counter plus one each, then commit; `--txn_read_pct` percent of them only `get` their
 //!    keys. Aborts (write conflict, deadlock, lock timeout, serialization failure) are rolled
 //!    back and retried.
 //! 3. A full scan checks that the counters sum to the committed increments; a mismatch fails
 //!    the run (the error names lost updates).
 //!
-//! Engines opt in through [`KvEngine::txn`](crate::KvEngine::txn) ([`engine::TxnEngine`]);
+//! Engines opt in through [`crate::KvEngine::txn`] ([`engine::TxnEngine`]);
 //! `--isolation` (`rc`, `si`, `serializable`) and `--transaction_lock_timeout` (ms) are
 //! passed to [`engine::TxnEngine::begin`]. One op of the report line is one committed
 //! transaction. Example (memory backend):
