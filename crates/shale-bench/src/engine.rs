@@ -125,6 +125,11 @@ pub trait KvEngine: Send + Sync {
     /// Closes the engine cleanly (called before the DB is destroyed or the run ends).
     fn close(self: Box<Self>) -> Result<(), EngineError>;
 
+    /// The engine's transactions, for `txnmix`; `None` (the default) if it has none.
+    fn txn(&self) -> Option<&dyn crate::txn::TxnEngine> {
+        None
+    }
+
     /// Convenience: the value as an owned vector.
     fn get_vec(&self, key: &[u8]) -> Result<Option<Vec<u8>>, EngineError> {
         let mut out = None;

@@ -83,6 +83,8 @@ pub enum Error {
     Verify(crate::contest::verify::VerifyFailure),
     /// The writer child process of `contest` / `recover` misbehaved.
     Child(crate::contest::child::ChildProblem),
+    /// `txnmix` failed its check (lost updates) or cannot run (no transactions).
+    Txn(crate::txn::TxnProblem),
     /// The `--device_limits` file is unreadable or malformed.
     DeviceLimits {
         /// The file.
@@ -115,6 +117,7 @@ impl fmt::Display for Error {
             Error::KeySpace(e) => write!(f, "{e}"),
             Error::Verify(e) => write!(f, "verification failed: {e}"),
             Error::Child(e) => write!(f, "writer child process: {e}"),
+            Error::Txn(e) => write!(f, "{e}"),
             Error::DeviceLimits { path, problem } => {
                 write!(f, "--device_limits={path}: {problem}")
             }
@@ -128,6 +131,7 @@ impl std::error::Error for Error {
             Error::Engine { source, .. } => Some(source),
             Error::Io(e) => Some(e),
             Error::KeySpace(e) => Some(e),
+            Error::Txn(e) => Some(e),
             _ => None,
         }
     }

@@ -10,6 +10,7 @@
 //! ```
 
 use crate::error::{Error, FlagProblem, Result};
+use crate::txn::TxnIsolation;
 use crate::Compression;
 use std::path::PathBuf;
 
@@ -33,6 +34,7 @@ pub const KNOWN_BENCHMARKS: &[&str] = &[
     "stats",
     "contest",
     "recover",
+    "txnmix",
 ];
 
 /// The parsed flags. Field names are db_bench's flag names.
@@ -104,6 +106,16 @@ pub struct Flags {
     pub drop_caches: bool,
     /// `--recovery_threads`: WAL replay threads at open (negative = the engine's default).
     pub recovery_threads: i64,
+    /// `--isolation`: isolation level of the `txnmix` transactions.
+    pub isolation: TxnIsolation,
+    /// `--txn_ops`: keys read-modify-written per `txnmix` transaction (at least 1).
+    pub txn_ops: usize,
+    /// `--txn_read_pct`: percent (0..=100) of `txnmix` transactions that only read.
+    pub txn_read_pct: u64,
+    /// `--txn_zipf`: zipfian theta of the `txnmix` keys in `[0, 1)`; 0 = uniform.
+    pub txn_zipf: f64,
+    /// `--transaction_lock_timeout` (db_bench's name): milliseconds a row-lock request waits.
+    pub transaction_lock_timeout: u64,
     /// Hidden `--crash_child=DOMAIN`: run as the writer child of `contest` / `recover` (set by
     /// the parent process; `-1` = not a child).
     pub crash_child: i64,
@@ -150,6 +162,11 @@ impl Default for Flags {
             device_limits: String::new(),
             drop_caches: true,
             recovery_threads: -1,
+            isolation: TxnIsolation::Snapshot,
+            txn_ops: 4,
+            txn_read_pct: 0,
+            txn_zipf: 0.0,
+            transaction_lock_timeout: 1000,
             crash_child: -1,
             given: Vec::new(),
         }
@@ -168,7 +185,7 @@ pub enum Command {
 /// (name, default as shown, help) for `--help`.
 const HELP: &[(&str, &str, &str)] = &[
     ("benchmarks", "fillseq,fillsync,fillrandom,overwrite,readrandom,seekrandom,seekrandomwhilewriting,readseq,readreverse,readwhilewriting",
-     "Comma-separated list of benchmarks to run in order. Supported: fillseq, fillbatch, fillrandom, overwrite, fillsync (num/1000 keys, sync writes), readseq, readreverse, readrandom, readmissing, seekrandom, seekrandomwhilewriting, readwhilewriting (threads readers + 1 writer), deleteseq, deleterandom, flush, stats, and (not in db_bench) contest (PolarDB-contest phases: crash check, random write, random read, ordered range; defaults --threads=16 --num=10000 --key_size=8 --value_size=4096 unless given) and recover (write --recover_bytes, SIGKILL, time the reopen; default --threads=1)"),
+     "Comma-separated list of benchmarks to run in order. Supported: fillseq, fillbatch, fillrandom, overwrite, fillsync (num/1000 keys, sync writes), readseq, readreverse, readrandom, readmissing, seekrandom, seekrandomwhilewriting, readwhilewriting (threads readers + 1 writer), deleteseq, deleterandom, flush, stats, and (not in db_bench) txnmix (fresh DB of num 8-byte counters; transactions of txn_ops read-modify-writes, aborts retried, for duration seconds or writes committed txns per thread; checks the counters' sum), contest (PolarDB-contest phases: crash check, random write, random read, ordered range; defaults --threads=16 --num=10000 --key_size=8 --value_size=4096 unless given) and recover (write --recover_bytes, SIGKILL, time the reopen; default --threads=1)"),
     ("num", "1000000", "Number of key/values to place in database"),
     ("reads", "-1", "Number of read operations to do. If negative, do FLAGS_num reads."),
     ("writes", "-1", "Number of write operations to do. If negative, do FLAGS_num writes."),
@@ -198,6 +215,11 @@ const HELP: &[(&str, &str, &str)] = &[
     ("recover_bytes", "1073741824", "recover: bytes of keys + values written (unflushed) before the writer is killed"),
     ("device_limits", "\"\"", "contest, recover: JSON file of device limits written by bench/compare (seq_write_mib_s, rand_read_4k_mib_s, seq_read_mib_s); phase MB/s are also printed as a percentage of them"),
     ("recovery_threads", "-1", "Threads replaying the write-ahead log when the DB is opened (ShaleDB: 0 or 1 = serial replay); negative = the engine's default"),
+    ("isolation", "si", "txnmix: isolation level of the transactions: rc (read committed), si (snapshot isolation; also rr), serializable. Engines without the level refuse it."),
+    ("txn_ops", "4", "txnmix: keys read-modify-written per transaction (get_for_update, then put of the 8-byte counter + 1)"),
+    ("txn_read_pct", "0", "txnmix: percent of transactions that only read their keys (plain get)"),
+    ("txn_zipf", "0", "txnmix: zipfian theta of the key choice in [0, 1) (YCSB uses 0.99; key 0 hottest); 0 = uniform"),
+    ("transaction_lock_timeout", "1000", "txnmix: milliseconds a row-lock request waits before a lock timeout (db_bench's default is 100; ShaleDB's and RocksDB TransactionDB's 1000)"),
     ("drop_caches", "true", "contest, recover: drop the OS page cache (sync; echo 3 > /proc/sys/vm/drop_caches) before read phases and before the timed reopen, when permitted"),
 ];
 
@@ -231,8 +253,10 @@ fn kind(name: &str) -> &'static str {
     match name {
         "sync" | "disable_wal" | "use_existing_db" | "histogram" | "statistics"
         | "progress_reports" | "drop_caches" => "bool",
-        "benchmarks" | "compression_type" | "db" | "engine" | "device_limits" => "string",
-        "compression_ratio" => "double",
+        "benchmarks" | "compression_type" | "db" | "engine" | "device_limits" | "isolation" => {
+            "string"
+        }
+        "compression_ratio" | "txn_zipf" => "double",
         _ => "int",
     }
 }
@@ -331,6 +355,26 @@ impl Flags {
             "device_limits" => self.device_limits = v.to_string(),
             "drop_caches" => self.drop_caches = parse_bool(name, v)?,
             "recovery_threads" => self.recovery_threads = parse_num(name, v)?,
+            "isolation" => self.isolation = TxnIsolation::parse(v).ok_or_else(|| bad(name, v))?,
+            "txn_ops" => {
+                self.txn_ops = parse_num(name, v)?;
+                if self.txn_ops == 0 {
+                    return Err(bad(name, v));
+                }
+            }
+            "txn_read_pct" => {
+                self.txn_read_pct = parse_num(name, v)?;
+                if self.txn_read_pct > 100 {
+                    return Err(bad(name, v));
+                }
+            }
+            "txn_zipf" => {
+                self.txn_zipf = parse_num(name, v)?;
+                if !(0.0..1.0).contains(&self.txn_zipf) {
+                    return Err(bad(name, v));
+                }
+            }
+            "transaction_lock_timeout" => self.transaction_lock_timeout = parse_num(name, v)?,
             "crash_child" => self.crash_child = parse_num(name, v)?,
             _ => {
                 return Err(Error::Flag {
@@ -517,6 +561,43 @@ mod tests {
         assert!(Flags::parse(["--threads=0"]).is_err());
         assert!(Flags::parse(["positional"]).is_err());
         assert_eq!(Flags::parse(["--help"]).unwrap(), Command::Help);
+    }
+
+    #[test]
+    fn txn_flags() {
+        let f = run(&[]);
+        assert_eq!(f.isolation, TxnIsolation::Snapshot);
+        assert_eq!(
+            (f.txn_ops, f.txn_read_pct, f.transaction_lock_timeout),
+            (4, 0, 1000)
+        );
+        let f = run(&[
+            "--benchmarks=txnmix",
+            "--isolation=rc",
+            "--txn_ops=2",
+            "--txn_read_pct=25",
+            "--txn_zipf=0.99",
+            "--transaction_lock_timeout=50",
+        ]);
+        assert_eq!(f.isolation, TxnIsolation::ReadCommitted);
+        assert_eq!(
+            (f.txn_ops, f.txn_read_pct, f.transaction_lock_timeout),
+            (2, 25, 50)
+        );
+        assert_eq!(f.txn_zipf, 0.99);
+        assert_eq!(
+            run(&["--isolation=serializable"]).isolation,
+            TxnIsolation::Serializable
+        );
+        for bad in [
+            "--isolation=chaos",
+            "--txn_ops=0",
+            "--txn_read_pct=101",
+            "--txn_zipf=1",
+            "--txn_zipf=-0.5",
+        ] {
+            assert!(Flags::parse([bad]).is_err(), "{bad}");
+        }
     }
 
     #[test]

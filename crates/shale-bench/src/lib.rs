@@ -22,7 +22,9 @@
 //! the [`memory`] and [`logfile`] backends for self-tests (and `shale`, behind the `shale`
 //! feature, on by default). [`contest`] and `recover` are this harness's own benchmarks
 //! (not db_bench's): crash checks with a SIGKILLed writer child, the PolarDB contest phases,
-//! and WAL replay speed; [`device`] relates their MB/s to the disk's fio figures.
+//! and WAL replay speed; [`device`] relates their MB/s to the disk's fio figures. [`txn`] is
+//! `txnmix`, contended read-modify-write transactions checked for lost updates, for engines
+//! that implement [`txn::TxnEngine`].
 //! A binary is `fn main() -> ExitCode { shale_bench::cli_main(&[&MyFactory]) }`.
 
 pub mod contest;
@@ -39,7 +41,10 @@ mod recover;
 pub mod runner;
 #[cfg(feature = "shale")]
 pub mod shale;
+#[cfg(feature = "shale")]
+mod shale_txn;
 pub mod stats;
+pub mod txn;
 mod workloads;
 
 #[cfg(test)]
@@ -77,6 +82,12 @@ pub fn select_engine<'a>(
 /// The whole command-line program: parse `std::env::args`, run, print errors db_bench-style.
 pub fn cli_main(factories: &[&dyn EngineFactory]) -> ExitCode {
     let args: Vec<String> = std::env::args().collect();
+    cli_main_args(&args, factories)
+}
+
+/// [`cli_main`] with the arguments given (program name first), for binaries that rewrite
+/// their own flags first (rocksdb-txn-bench's `--mode`).
+pub fn cli_main_args(args: &[String], factories: &[&dyn EngineFactory]) -> ExitCode {
     let program = args.first().map_or("shale-bench", String::as_str);
     let names: Vec<&str> = factories.iter().map(|f| f.name()).collect();
     let flags = match Flags::parse(args.iter().skip(1)) {

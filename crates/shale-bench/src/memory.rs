@@ -20,6 +20,8 @@ type Map = BTreeMap<Vec<u8>, Vec<u8>>;
 #[derive(Default)]
 pub struct MemoryEngine {
     map: RwLock<Map>,
+    /// Versions for the optimistic transactions of `txnmix` (see [`crate::txn::memory`]).
+    txns: crate::txn::memory::TxnTable,
 }
 
 impl MemoryEngine {
@@ -46,6 +48,16 @@ impl MemoryEngine {
     /// Whether the map is empty.
     pub fn is_empty(&self) -> bool {
         self.read().is_empty()
+    }
+
+    /// The transaction table (its mutex is taken before the map lock).
+    pub(crate) fn txn_table(&self) -> &crate::txn::memory::TxnTable {
+        &self.txns
+    }
+
+    /// Inserts without a `WriteOpts` (a committing transaction).
+    pub(crate) fn insert_raw(&self, key: Vec<u8>, value: Vec<u8>) {
+        self.write_lock().insert(key, value);
     }
 }
 
@@ -115,6 +127,10 @@ impl KvEngine for MemoryEngine {
 
     fn close(self: Box<Self>) -> Result<(), EngineError> {
         Ok(())
+    }
+
+    fn txn(&self) -> Option<&dyn crate::txn::TxnEngine> {
+        Some(self)
     }
 }
 

@@ -110,6 +110,8 @@ pub(crate) fn params_for(name: &str, flags: &Flags) -> Params {
             p.threads += 1;
             p.method = Some(Method::ReadWhileWriting);
         }
+        // Run by `crate::txn` on a fresh DB, not by the db_bench methods.
+        "txnmix" => p.fresh_db = true,
         _ => {} // flush, stats: handled by the runner without threads.
     }
     p
@@ -169,10 +171,12 @@ pub fn run(
         }
         let params = params_for(name, flags);
         let mut method = params.method;
+        let mut skipped = false;
         if params.fresh_db {
             if flags.use_existing_db {
                 writeln!(out, "{name:<12} : skipped (--use_existing_db is true)")?;
                 method = None;
+                skipped = true;
             } else {
                 if let Some(e) = engine.take() {
                     e.close().map_err(Error::engine("close"))?;
@@ -194,6 +198,19 @@ pub fn run(
                 }
             }
             _ => {}
+        }
+        if name == "txnmix" {
+            if !skipped {
+                results.push(crate::txn::run_txnmix(
+                    db,
+                    factory.name(),
+                    flags,
+                    out,
+                    seed_base,
+                    &mut total_thread_count,
+                )?);
+            }
+            continue;
         }
         if method.is_none() {
             continue;

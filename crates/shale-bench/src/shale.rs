@@ -87,6 +87,13 @@ pub struct ShaleEngine {
     db: Db,
 }
 
+impl ShaleEngine {
+    /// The database (the transactions of `txnmix` begin on it, see `shale_txn`).
+    pub(crate) fn db(&self) -> &Db {
+        &self.db
+    }
+}
+
 // `..Default::default()` keeps this compiling if WriteOptions grows fields.
 #[allow(clippy::needless_update)]
 fn write_options(wo: WriteOpts) -> WriteOptions {
@@ -166,6 +173,10 @@ impl KvEngine for ShaleEngine {
 
     fn close(self: Box<Self>) -> Result<(), EngineError> {
         self.db.close().map_err(EngineError::new)
+    }
+
+    fn txn(&self) -> Option<&dyn crate::txn::TxnEngine> {
+        Some(self)
     }
 }
 
