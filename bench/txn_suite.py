@@ -32,7 +32,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ROCKS_MANIFEST = os.path.join(REPO, "bench", "peers", "rocksdb-txn-bench", "Cargo.toml")
 
 # ShaleDB isolation levels measured; adding "serializable" here is all the suite needs.
-SHALE_LEVELS = ["rc", "si"]
+SHALE_LEVELS = ["rc", "si", "serializable"]
 ROCKSDB_MODES = ["pessimistic", "optimistic"]
 ROCKSDB_ISOLATION = "si"
 THREADS = [1, 4, 16, 64]

@@ -9,15 +9,15 @@
 //! |----------------|--------------------------------------|
 //! | `rc`           | `Isolation::ReadCommitted`           |
 //! | `si`           | `Isolation::SnapshotIsolation`       |
-//! | `serializable` | not in this build (see [`isolation`]) |
+//! | `serializable` | `Isolation::Serializable`            |
 //!
-//! Errors: `WriteConflict`, `Deadlock`, `LockTimeout` (and `SerializationFailure` once the
-//! engine has it, see [`classify`]) are aborts the workload retries; anything else fails it.
+//! Errors: `WriteConflict`, `Deadlock`, `LockTimeout` and `SerializationFailure` are aborts
+//! the workload retries; anything else fails it.
 
 use crate::engine::WriteOpts;
 use crate::error::EngineError;
 use crate::shale::ShaleEngine;
-use crate::txn::{AbortKind, KvTxn, TxnEngine, TxnError, TxnIsolation, TxnOpts, Unsupported};
+use crate::txn::{AbortKind, KvTxn, TxnEngine, TxnError, TxnIsolation, TxnOpts};
 use shaledb::txn::{Isolation, Txn, TxnOptions};
 use shaledb::WriteOptions;
 
@@ -26,10 +26,7 @@ fn isolation(i: TxnIsolation) -> Result<Isolation, EngineError> {
     match i {
         TxnIsolation::ReadCommitted => Ok(Isolation::ReadCommitted),
         TxnIsolation::Snapshot => Ok(Isolation::SnapshotIsolation),
-        // Integration: `Ok(Isolation::Serializable)` once main has the level.
-        TxnIsolation::Serializable => Err(EngineError::new(Unsupported(
-            "serializable: not in this build",
-        ))),
+        TxnIsolation::Serializable => Ok(Isolation::Serializable),
     }
 }
 
@@ -39,8 +36,9 @@ fn classify(e: shaledb::Error) -> TxnError {
         shaledb::Error::WriteConflict { .. } => TxnError::Abort(AbortKind::WriteConflict),
         shaledb::Error::Deadlock { .. } => TxnError::Abort(AbortKind::Deadlock),
         shaledb::Error::LockTimeout { .. } => TxnError::Abort(AbortKind::LockTimeout),
-        // Integration: `shaledb::Error::SerializationFailure { .. } =>
-        // TxnError::Abort(AbortKind::SerializationFailure),` once main has the variant.
+        shaledb::Error::SerializationFailure { .. } => {
+            TxnError::Abort(AbortKind::SerializationFailure)
+        }
         other => TxnError::Failed(EngineError::new(other)),
     }
 }
@@ -155,12 +153,22 @@ mod tests {
     }
 
     #[test]
-    fn serializable_is_refused_with_a_clear_error() {
+    fn serializable_write_skew_is_a_serialization_failure() {
         let dir = tempfile::tempdir().unwrap();
         let e = open(dir.path());
         let txn = e.txn().unwrap();
-        let err = txn.begin(&opts(TxnIsolation::Serializable)).err().unwrap();
-        assert_eq!(err.to_string(), "serializable: not in this build");
+        let ser = opts(TxnIsolation::Serializable);
+        let mut t1 = txn.begin(&ser).unwrap();
+        let mut t2 = txn.begin(&ser).unwrap();
+        assert_eq!(t1.get(b"a").unwrap(), None);
+        assert_eq!(t2.get(b"b").unwrap(), None);
+        t1.put(b"b", b"1").unwrap();
+        t2.put(b"a", b"1").unwrap();
+        t1.commit().unwrap();
+        assert!(matches!(
+            t2.commit(),
+            Err(TxnError::Abort(AbortKind::SerializationFailure))
+        ));
         assert!(txn
             .describe_txn(&opts(TxnIsolation::ReadCommitted))
             .contains("ReadCommitted"));
