@@ -513,3 +513,20 @@ fn bank_transfers_at_si_preserve_the_total() {
         retries.load(std::sync::atomic::Ordering::Relaxed)
     );
 }
+
+/// First committer wins without waiting: at SI a row committed after the
+/// snapshot is a `WriteConflict` at once, even while another transaction
+/// holds its lock (the wait could only end in the same conflict).
+#[test]
+fn si_write_conflict_is_reported_before_queueing_for_the_lock() {
+    let db = setup();
+    let mut t2 = db.begin(opts(SI)); // snapshot: x = 10
+    db.put(b"x", b"11").unwrap(); // committed after T2's snapshot
+    let mut t1 = db.begin(opts(RC));
+    t1.put(b"x", b"12").unwrap(); // T1 holds x's lock
+    assert!(matches!(
+        t2.put(b"x", b"13"),
+        Err(Error::WriteConflict { .. })
+    ));
+    t1.commit().unwrap();
+}

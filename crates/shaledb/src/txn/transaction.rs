@@ -361,6 +361,10 @@ impl<'a> Txn<'a> {
         self.check_active()?;
         let entry = (cf, key.to_vec());
         if !self.locked.contains(&entry) {
+            // A version newer than the snapshot can only stay newer: fail
+            // now rather than after queueing behind the lock's holder (who
+            // would commit past our snapshot anyway on a hot row).
+            self.check_write_conflict(cf, key)?;
             self.db.lock_manager().lock(
                 self.id,
                 cf,
@@ -370,6 +374,13 @@ impl<'a> Txn<'a> {
             )?;
             self.locked.insert(entry);
         }
+        // Again under the lock: a commit may have landed while we waited.
+        self.check_write_conflict(cf, key)
+    }
+
+    /// First committer wins (SI and Serializable): `WriteConflict` if `key`
+    /// has a version newer than the snapshot.
+    fn check_write_conflict(&self, cf: CfId, key: &[u8]) -> Result<()> {
         if let Some(snap) = &self.snapshot {
             if let Some(latest) = self.db.latest_seq_of(cf, key)? {
                 if latest > snap.sequence() {
