@@ -104,6 +104,9 @@ pub struct Flags {
     pub drop_caches: bool,
     /// `--recovery_threads`: WAL replay threads at open (negative = the engine's default).
     pub recovery_threads: i64,
+    /// `--recover_threads_list`: `recover` replays the same WAL once per entry with that many
+    /// recovery threads (empty = one reopen with `--recovery_threads`).
+    pub recover_threads_list: Vec<usize>,
     /// Hidden `--crash_child=DOMAIN`: run as the writer child of `contest` / `recover` (set by
     /// the parent process; `-1` = not a child).
     pub crash_child: i64,
@@ -150,6 +153,7 @@ impl Default for Flags {
             device_limits: String::new(),
             drop_caches: true,
             recovery_threads: -1,
+            recover_threads_list: Vec::new(),
             crash_child: -1,
             given: Vec::new(),
         }
@@ -198,6 +202,7 @@ const HELP: &[(&str, &str, &str)] = &[
     ("recover_bytes", "1073741824", "recover: bytes of keys + values written (unflushed) before the writer is killed"),
     ("device_limits", "\"\"", "contest, recover: JSON file of device limits written by bench/compare (seq_write_mib_s, rand_read_4k_mib_s, seq_read_mib_s); phase MB/s are also printed as a percentage of them"),
     ("recovery_threads", "-1", "Threads replaying the write-ahead log when the DB is opened (ShaleDB: 0 or 1 = serial replay); negative = the engine's default"),
+    ("recover_threads_list", "\"\"", "recover: comma-separated recovery thread counts; the same WAL is replayed once per entry (from a copy of the killed DB), each reported as recover_t<N> (ShaleDB: 0 or 1 = serial). Empty: one reopen with --recovery_threads"),
     ("drop_caches", "true", "contest, recover: drop the OS page cache (sync; echo 3 > /proc/sys/vm/drop_caches) before read phases and before the timed reopen, when permitted"),
 ];
 
@@ -231,7 +236,8 @@ fn kind(name: &str) -> &'static str {
     match name {
         "sync" | "disable_wal" | "use_existing_db" | "histogram" | "statistics"
         | "progress_reports" | "drop_caches" => "bool",
-        "benchmarks" | "compression_type" | "db" | "engine" | "device_limits" => "string",
+        "benchmarks" | "compression_type" | "db" | "engine" | "device_limits"
+        | "recover_threads_list" => "string",
         "compression_ratio" => "double",
         _ => "int",
     }
@@ -331,6 +337,13 @@ impl Flags {
             "device_limits" => self.device_limits = v.to_string(),
             "drop_caches" => self.drop_caches = parse_bool(name, v)?,
             "recovery_threads" => self.recovery_threads = parse_num(name, v)?,
+            "recover_threads_list" => {
+                self.recover_threads_list = v
+                    .split(',')
+                    .filter(|s| !s.trim().is_empty())
+                    .map(|s| parse_num(name, s))
+                    .collect::<Result<_>>()?;
+            }
             "crash_child" => self.crash_child = parse_num(name, v)?,
             _ => {
                 return Err(Error::Flag {
