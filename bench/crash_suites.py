@@ -16,8 +16,8 @@ recover: for each value size (100 and 4096 B) write --recover-bytes with a write
 than the data (nothing flushed), kill, drop the page cache and time the reopen = WAL replay.
 shale-bench / fjall-bench do it with --benchmarks=recover (writer child SIGKILLed). ShaleDB
 replays the same WAL once per --recovery-threads entry (default 1,2,4; rows shale-t1 = serial,
-shale-t2, shale-t4) via --recover_threads_list: the killed directory is copied aside and
-restored before each reopen, the page cache dropped each time. RocksDB's
+shale-t2, shale-t4) via --recover_threads_list: the killed directory is moved aside and each
+reopen gets a fresh copy of it, the page cache dropped each time. RocksDB's
 db_bench fillrandom exits without flushing (with the WAL on, RocksDB flushes at shutdown only
 data that skipped the WAL: DBImpl::CancelAllBackgroundWork checks has_unpersisted_data_), so the
 DB it leaves behind is a crashed one as far as replay is concerned; the reopen is

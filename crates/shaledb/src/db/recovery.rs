@@ -189,10 +189,13 @@ fn replay_batch(
     batch: &WriteBatch,
     segment: u64,
 ) -> Result<()> {
-    let active = inner.state.lock().active.memory_usage();
-    if budget.must_switch(active, estimate(batch)) {
-        budget.switch(inner, segment)?;
+    {
+        let st = inner.state.lock();
+        if !budget.must_switch(st.active.memory_usage(), estimate(batch)) {
+            return write::insert_batch(|cf| st.active.mems.get(&cf), batch);
+        }
     }
+    budget.switch(inner, segment)?;
     let st = inner.state.lock();
     write::insert_batch(|cf| st.active.mems.get(&cf), batch)
 }
