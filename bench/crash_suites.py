@@ -14,7 +14,10 @@ nearest db_bench equivalents in three processes with the page cache dropped in b
 
 recover: for each value size (100 and 4096 B) write --recover-bytes with a write buffer larger
 than the data (nothing flushed), kill, drop the page cache and time the reopen = WAL replay.
-shale-bench / fjall-bench do it with --benchmarks=recover (writer child SIGKILLed). RocksDB's
+shale-bench / fjall-bench do it with --benchmarks=recover (writer child SIGKILLed). ShaleDB
+replays the same WAL once per --recovery-threads entry (default 1,2,4; rows shale-t1 = serial,
+shale-t2, shale-t4) via --recover_threads_list: the killed directory is moved aside and each
+reopen gets a fresh copy of it, the page cache dropped each time. RocksDB's
 db_bench fillrandom exits without flushing (with the WAL on, RocksDB flushes at shutdown only
 data that skipped the WAL: DBImpl::CancelAllBackgroundWork checks has_unpersisted_data_), so the
 DB it leaves behind is a crashed one as far as replay is concerned; the reopen is
@@ -292,20 +295,32 @@ def recover_rocksdb(nbytes, value_size, wbs, seed, db, logf):
     return rows
 
 
-def recover_engine(engine, binary, nbytes, value_size, seed, limits_path, db, logf):
+def recover_engine(engine, binary, nbytes, value_size, seed, limits_path, db, logf, threads=None):
+    """Returns {row name: result}. With `threads` (ShaleDB: a list of recovery thread counts)
+    the same WAL is replayed once per count (--recover_threads_list), rows `shale-t<N>`."""
     cmd = [binary, "--db=" + db, "--benchmarks=recover", "--recover_bytes=%d" % nbytes,
            "--key_size=16", "--value_size=%d" % value_size, "--threads=1", "--compression_type=none",
            "--seed=%d" % seed, "--progress_reports=0", "--device_limits=" + limits_path, "--drop_caches=1"]
     if engine == "shale":
         cmd.append("--engine=shale")
+        if threads:
+            cmd.append("--recover_threads_list=" + ",".join(str(t) for t in threads))
     out, _ = run_cmd(cmd, logf)
-    r = dict(report_lines(out)).get("recover")
-    if not r:
+    rows = {}
+    for name, r in report_lines(out):
+        if name == "recover":
+            row = engine
+        elif name.startswith("recover_t"):
+            row = "%s-%s" % (engine, name[len("recover_"):])
+        else:
+            continue
+        m = WAL_RE.search(r["rest"])
+        rows[row] = {"seconds": r["seconds"], "mb_per_sec": r["mb_per_sec"], "entries": r["operations"],
+                     "wal_mib": float(m.group(1)) if m else None, "wal_files": int(m.group(2)) if m else None,
+                     "warning": "WARNING" in out, "rest": r["rest"]}
+    if not rows:
         raise SystemExit("%s printed no recover line" % engine)
-    m = WAL_RE.search(r["rest"])
-    return {"seconds": r["seconds"], "mb_per_sec": r["mb_per_sec"], "entries": r["operations"],
-            "wal_mib": float(m.group(1)) if m else None, "wal_files": int(m.group(2)) if m else None,
-            "warning": "WARNING" in out, "rest": r["rest"]}
+    return rows
 
 
 def run_recover(args, engines, bins, tmp, logs_dir):
@@ -316,7 +331,7 @@ def run_recover(args, engines, bins, tmp, logs_dir):
     limits_path = os.path.join(tmp, "device_limits.json")
     limits = device_limits(tmp, args.fio or (2 if args.quick else 10), 0, limits_path, need_write=False,
                            size="256m" if args.quick else "1g")
-    rows_by_engine = [e for e in engines if e != "rocksdb"] + (["rocksdb", "rocksdb+flush"] if "rocksdb" in engines else [])
+    shale_threads = [int(t) for t in args.recovery_threads.split(",") if t.strip()] if args.recovery_threads else []
     runs = []
     for v in value_sizes:
         for rnd in range(1, rounds + 1):
@@ -328,12 +343,18 @@ def run_recover(args, engines, bins, tmp, logs_dir):
                     for name, r in recover_rocksdb(nbytes, v, wbs, args.seed, db, logf).items():
                         runs.append({"value_size": v, "round": rnd, "engine": name, "results": r})
                 else:
-                    r = recover_engine(e, bins[e], nbytes, v, args.seed, limits_path, db, logf)
-                    runs.append({"value_size": v, "round": rnd, "engine": e, "results": r})
+                    rows = recover_engine(e, bins[e], nbytes, v, args.seed, limits_path, db, logf,
+                                          shale_threads if e == "shale" else None)
+                    for name, r in rows.items():
+                        runs.append({"value_size": v, "round": rnd, "engine": name, "results": r})
                 shutil.rmtree(db, ignore_errors=True)
     seq = limits.get("seq_read_mib_s")
     print("\nSuite recover: %.0f MiB of 16 B keys + values written, killed, page cache dropped, reopen timed; "
           "%d round(s), medians" % (nbytes / MIB, rounds))
+    rows_by_engine = []  # row names in the order they were first run
+    for r in runs:
+        if r["engine"] not in rows_by_engine:
+            rows_by_engine.append(r["engine"])
     summary = []
     for v in value_sizes:
         print("\nvalue %d B" % v)
@@ -349,9 +370,13 @@ def run_recover(args, engines, bins, tmp, logs_dir):
                             "mb_per_sec": mb, "pct_of_seq_read": pct(mb, seq)})
             rows.append([e, fmt(secs, 3), fmt(wal), fmt(mb), fmt(pct(mb, seq)), fmt(seq)])
         print_table(["engine", "open s", "WAL MiB", "MB/s", "% seq read", "fio seq read MB/s"], rows)
+    if shale_threads:
+        print("\nshale-t<N>: the same WAL replayed with recovery_threads N (1 = serial replay on the "
+              "opening thread; N >= 2 = a reader thread + N replay threads)")
     if any(r["results"].get("warning") for r in runs):
         print("\nWARNING: an engine flushed during the fill (its WAL is smaller than the data); see the logs.")
     if any(r["results"].get("sst_files_before_reopen") for r in runs):
         print("\nWARNING: db_bench left .sst files: RocksDB flushed during the fill.")
     return {"suite": "recover", "recover_bytes": nbytes, "value_sizes": value_sizes, "write_buffer_size": wbs,
+            "shale_recovery_threads": shale_threads,
             "device_limits": limits, "summary": summary, "runs": runs}

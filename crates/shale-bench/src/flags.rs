@@ -116,6 +116,9 @@ pub struct Flags {
     pub txn_zipf: f64,
     /// `--transaction_lock_timeout` (db_bench's name): milliseconds a row-lock request waits.
     pub transaction_lock_timeout: u64,
+    /// `--recover_threads_list`: `recover` replays the same WAL once per entry with that many
+    /// recovery threads (empty = one reopen with `--recovery_threads`).
+    pub recover_threads_list: Vec<usize>,
     /// Hidden `--crash_child=DOMAIN`: run as the writer child of `contest` / `recover` (set by
     /// the parent process; `-1` = not a child).
     pub crash_child: i64,
@@ -167,6 +170,7 @@ impl Default for Flags {
             txn_read_pct: 0,
             txn_zipf: 0.0,
             transaction_lock_timeout: 1000,
+            recover_threads_list: Vec::new(),
             crash_child: -1,
             given: Vec::new(),
         }
@@ -220,6 +224,7 @@ const HELP: &[(&str, &str, &str)] = &[
     ("txn_read_pct", "0", "txnmix: percent of transactions that only read their keys (plain get)"),
     ("txn_zipf", "0", "txnmix: zipfian theta of the key choice in [0, 1) (YCSB uses 0.99; key 0 hottest); 0 = uniform"),
     ("transaction_lock_timeout", "1000", "txnmix: milliseconds a row-lock request waits before a lock timeout (db_bench's default is 100; ShaleDB's and RocksDB TransactionDB's 1000)"),
+    ("recover_threads_list", "\"\"", "recover: comma-separated recovery thread counts; the same WAL is replayed once per entry (from a copy of the killed DB), each reported as recover_t<N> (ShaleDB: 0 or 1 = serial). Empty: one reopen with --recovery_threads"),
     ("drop_caches", "true", "contest, recover: drop the OS page cache (sync; echo 3 > /proc/sys/vm/drop_caches) before read phases and before the timed reopen, when permitted"),
 ];
 
@@ -257,6 +262,13 @@ fn kind(name: &str) -> &'static str {
             "string"
         }
         "compression_ratio" | "txn_zipf" => "double",
+        "benchmarks"
+        | "compression_type"
+        | "db"
+        | "engine"
+        | "device_limits"
+        | "recover_threads_list" => "string",
+        "compression_ratio" => "double",
         _ => "int",
     }
 }
@@ -375,6 +387,13 @@ impl Flags {
                 }
             }
             "transaction_lock_timeout" => self.transaction_lock_timeout = parse_num(name, v)?,
+            "recover_threads_list" => {
+                self.recover_threads_list = v
+                    .split(',')
+                    .filter(|s| !s.trim().is_empty())
+                    .map(|s| parse_num(name, s))
+                    .collect::<Result<_>>()?;
+            }
             "crash_child" => self.crash_child = parse_num(name, v)?,
             _ => {
                 return Err(Error::Flag {

@@ -8,7 +8,9 @@
 //! shale --db DIR load [--sync] < key<TAB>value lines   # echoes each key once acknowledged
 //! shale --db DIR stats | compact | check | dump FILE
 //! ```
-//! Keys and values are UTF-8 text, or `0x`-prefixed hex.
+//! Keys and values are UTF-8 text, or `0x`-prefixed hex. Opening replays the
+//! WAL: `--recovery-threads N` (1 = serial; default: the engine's) and
+//! `--recovery-memory-mb N` (0 = the write buffers) tune that replay.
 
 mod codec;
 
@@ -31,6 +33,13 @@ struct Cli {
     /// Memtable size in MiB.
     #[arg(long, default_value_t = 64)]
     write_buffer_mb: usize,
+    /// Threads replaying the WAL at open (1 = serial; default: the engine's,
+    /// the number of cores clamped to 2..=4).
+    #[arg(long)]
+    recovery_threads: Option<usize>,
+    /// Memtable memory WAL replay may use, in MiB (0 = write buffer x 4).
+    #[arg(long, default_value_t = 0)]
+    recovery_memory_mb: usize,
     #[command(subcommand)]
     cmd: Cmd,
 }
@@ -116,11 +125,15 @@ fn progress(len: Option<u64>, what: &str) -> ProgressBar {
 }
 
 fn run(cli: Cli) -> Result<ExitCode, CliError> {
-    let opts = Options {
+    let mut opts = Options {
         block_cache_size: cli.cache_mb << 20,
         write_buffer_size: cli.write_buffer_mb << 20,
+        recovery_memory_limit: cli.recovery_memory_mb << 20,
         ..Options::default()
     };
+    if let Some(n) = cli.recovery_threads {
+        opts.recovery_threads = n;
+    }
     let db = Db::open(&cli.db, opts)?;
     let code = match cli.cmd {
         Cmd::Put { key, value } => {

@@ -266,3 +266,163 @@ fn too_many_recovery_threads_is_an_invalid_option() {
         })
     ));
 }
+
+// ---- The recovery memory limit ------------------------------------------
+
+/// Copies every file of `DIR` into a fresh `MemFs` (a recovery changes the
+/// directory, so each recovery gets its own copy of the crashed one).
+fn copy_of(fs: &MemFs) -> MemFs {
+    let copy = MemFs::new();
+    let (from, to) = (fs.arc(), copy.arc());
+    to.create_dir_all(Path::new(DIR)).unwrap();
+    for name in from.list_dir(Path::new(DIR)).unwrap() {
+        let path = Path::new(DIR).join(&name);
+        let data = shaledb::env::read_to_vec(from.as_ref(), &path).unwrap();
+        let mut f = to.create(&path).unwrap();
+        f.append(&data).unwrap();
+        f.sync().unwrap();
+    }
+    copy
+}
+
+fn wal_bytes(fs: &MemFs) -> usize {
+    let fs = fs.arc();
+    fs.list_dir(Path::new(DIR))
+        .unwrap()
+        .into_iter()
+        .filter(|n| n.ends_with(".log"))
+        .map(|n| {
+            shaledb::env::read_to_vec(fs.as_ref(), &Path::new(DIR).join(n))
+                .unwrap()
+                .len()
+        })
+        .sum()
+}
+
+/// About `mib` MiB of WAL over the three column families, nothing flushed:
+/// mostly new keys in increasing order (values of 200..1800 bytes), some
+/// overwrites, deletes, range deletes and multi-put batches.
+fn write_big_wal(mib: usize) -> MemFs {
+    let fs = MemFs::new();
+    let mut o = opts(fs.arc(), 512 << 20, 1);
+    o.max_value_size = 4096;
+    let db = Db::open(DIR, o).unwrap();
+    let cfs = [0, db.create_cf("a").unwrap(), db.create_cf("b").unwrap()];
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let mut rnd = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let (mut next_key, mut written) = (0u64, 0usize);
+    while written < mib << 20 {
+        let r = rnd();
+        let cf = cfs[(r % 3) as usize];
+        let old = format!("k{:08}", (r >> 8) % (next_key + 1));
+        match r % 100 {
+            0 => db
+                .delete_range_cf(cf, old.as_bytes(), format!("{old}~").as_bytes())
+                .unwrap(),
+            1..=3 => db.delete_cf(cf, old.as_bytes()).unwrap(),
+            4..=8 => {
+                let mut batch = WriteBatch::new();
+                for j in 0..8 {
+                    let k = format!("k{next_key:08}");
+                    next_key += 1;
+                    batch.put_cf(cfs[j % 3], k.as_bytes(), &[b'm'; 300]);
+                    written += 320;
+                }
+                db.write(&WriteOptions::default(), batch).unwrap();
+            }
+            _ => {
+                let key = if r % 5 == 0 {
+                    old
+                } else {
+                    next_key += 1;
+                    format!("k{next_key:08}")
+                };
+                let len = 200 + (r >> 20) as usize % 1600;
+                let value = format!("{r:x}-{}", "v".repeat(len));
+                db.put_cf(cf, key.as_bytes(), value.as_bytes()).unwrap();
+                written += key.len() + value.len() + 8;
+            }
+        }
+    }
+    fs.crash_process();
+    drop(db);
+    fs
+}
+
+fn property(db: &Db, name: &str) -> u64 {
+    db.property(name).unwrap().parse().unwrap()
+}
+
+/// Recovers a copy of `crashed` with `limit` (0 = derived) and `threads`;
+/// returns contents, peak memtable bytes and flushes during recovery.
+fn recover_limited(crashed: &MemFs, limit: usize, threads: usize) -> ((Contents, u64), u64, u64) {
+    let fs = copy_of(crashed);
+    let mut o = opts(fs.arc(), 64 << 20, threads);
+    o.max_write_buffer_number = 4;
+    o.max_value_size = 4096;
+    o.recovery_memory_limit = limit;
+    let db = Db::open(DIR, o).unwrap();
+    let peak = property(&db, "shale.recovery-peak-memtable-bytes");
+    let stats = db.property("shale.stats").unwrap();
+    let flushes = stats
+        .lines()
+        .find_map(|l| l.strip_prefix("flushes: "))
+        .and_then(|l| l.split_whitespace().next())
+        .unwrap()
+        .parse()
+        .unwrap();
+    let c = contents(&db);
+    db.close().unwrap();
+    (c, peak, flushes)
+}
+
+#[test]
+fn a_wal_eight_times_the_memory_limit_recovers_under_it() {
+    const LIMIT: usize = 4 << 20;
+    let crashed = write_big_wal(32);
+    let wal = wal_bytes(&crashed);
+    assert!(wal >= 32 << 20, "WAL of {wal} bytes");
+    // Reference: 64 MiB x 4 write buffers, nothing flushed, all in memory.
+    let (reference, peak, flushes) = recover_limited(&crashed, 0, 1);
+    assert_eq!(flushes, 0);
+    assert!(peak as usize > wal, "unlimited peak {peak} vs WAL {wal}");
+    assert!(reference.0.iter().all(|(_, rows)| rows.len() > 1000));
+    for threads in [1, 2, 4] {
+        let (c, peak, flushes) = recover_limited(&crashed, LIMIT, threads);
+        eprintln!("threads {threads}: peak {peak} bytes, {flushes} flushes during recovery");
+        assert!(peak as usize <= LIMIT, "threads {threads}: peak {peak}");
+        // It did fill memtables up to the switch size (half the limit).
+        assert!(peak as usize >= LIMIT / 4, "threads {threads}: peak {peak}");
+        assert!(flushes >= 8, "threads {threads}: {flushes} flushes");
+        assert!(c == reference, "threads {threads}: contents differ");
+    }
+}
+
+#[test]
+fn the_memory_limit_is_validated_and_reported() {
+    let fs = MemFs::new();
+    let mut o = opts(fs.arc(), 64 << 10, 1);
+    o.recovery_memory_limit = (1 << 20) - 1;
+    assert!(matches!(
+        Db::open(DIR, o.clone()),
+        Err(Error::InvalidOption {
+            name: "recovery_memory_limit",
+            ..
+        })
+    ));
+    o.recovery_memory_limit = 0;
+    o.max_write_buffer_number = 3;
+    let db = Db::open(DIR, o.clone()).unwrap();
+    assert_eq!(property(&db, "shale.recovery-memory-limit"), 3 * (64 << 10));
+    // A fresh database replays nothing: the peak is at most the empty generation.
+    assert!(property(&db, "shale.recovery-peak-memtable-bytes") <= 64 << 10);
+    db.close().unwrap();
+    o.recovery_memory_limit = 1 << 20;
+    let db = Db::open(DIR, o).unwrap();
+    assert_eq!(property(&db, "shale.recovery-memory-limit"), 1 << 20);
+}

@@ -30,6 +30,7 @@ pub mod options;
 mod read;
 mod recovery;
 mod replay;
+mod replay_budget;
 mod snapshot;
 mod stats;
 mod validate;

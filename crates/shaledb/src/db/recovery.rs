@@ -13,9 +13,11 @@
 //! A torn tail of the *last* segment is the expected result of a crash and is
 //! truncated; any other damage is `Error::Corruption`. Earlier segments were
 //! fsynced whole when the writer moved past them (see `write::switch_memtable`),
-//! so they cannot have torn tails. Memory stays bounded: a memtable that fills
-//! during replay is frozen, and frozen ones are flushed when too many pile up.
+//! so they cannot have torn tails. Memory stays under the recovery memory
+//! limit: a generation that fills during replay is frozen, and frozen ones are
+//! flushed when the next would not fit or too many pile up (`replay_budget`).
 
+use super::replay_budget::{estimate, switch_size, ReplayBudget};
 use super::{background, write, DbInner, Generation};
 use crate::error::{Error, Result};
 use crate::txn::marker::TxnMarker;
@@ -80,7 +82,7 @@ pub(crate) fn recover(inner: &Arc<DbInner>, log_number: u64) -> Result<InDoubt> 
                 .find(|&n| n >= log_number)
                 .unwrap_or(0),
             cfs.into_iter(),
-            inner.opts.write_buffer_size,
+            switch_size(&inner.opts),
         );
         background::install_super_version(inner, &st);
     }
@@ -95,7 +97,7 @@ pub(crate) fn recover(inner: &Arc<DbInner>, log_number: u64) -> Result<InDoubt> 
             inner,
             from,
             max_seq,
-            &mut SerialSink { inner },
+            &mut SerialSink::new(inner),
             &mut in_doubt,
         )?
     } else {
@@ -145,6 +147,14 @@ pub(crate) trait BatchSink {
 /// Applies each batch on the reading thread (`recovery_threads <= 1`).
 struct SerialSink<'a> {
     inner: &'a Arc<DbInner>,
+    budget: ReplayBudget,
+}
+
+impl<'a> SerialSink<'a> {
+    fn new(inner: &'a Arc<DbInner>) -> Self {
+        let budget = ReplayBudget::new(inner);
+        SerialSink { inner, budget }
+    }
 }
 
 impl BatchSink for SerialSink<'_> {
@@ -155,10 +165,13 @@ impl BatchSink for SerialSink<'_> {
         path: &Arc<Path>,
         offset: u64,
     ) -> Result<()> {
-        replay_batch(self.inner, &batch, segment).map_err(|e| as_corruption(e, path, offset))
+        replay_batch(self.inner, &mut self.budget, &batch, segment)
+            .map_err(|e| as_corruption(e, path, offset))
     }
 
     fn barrier(&mut self) -> Result<()> {
+        let active = self.inner.state.lock().active.memory_usage();
+        self.budget.observe(self.inner, active);
         Ok(())
     }
 }
@@ -257,16 +270,21 @@ fn track_prepared(
     Ok(())
 }
 
-fn replay_batch(inner: &Arc<DbInner>, batch: &WriteBatch, segment: u64) -> Result<()> {
-    let full = {
+fn replay_batch(
+    inner: &Arc<DbInner>,
+    budget: &mut ReplayBudget,
+    batch: &WriteBatch,
+    segment: u64,
+) -> Result<()> {
+    {
         let st = inner.state.lock();
-        write::insert_batch(|cf| st.active.mems.get(&cf), batch)?;
-        st.active.memory_usage() >= inner.opts.write_buffer_size
-    };
-    if full {
-        freeze_active(inner, segment)?;
+        if !budget.must_switch(st.active.memory_usage(), estimate(batch)) {
+            return write::insert_batch(|cf| st.active.mems.get(&cf), batch);
+        }
     }
-    Ok(())
+    budget.switch(inner, segment)?;
+    let st = inner.state.lock();
+    write::insert_batch(|cf| st.active.mems.get(&cf), batch)
 }
 
 /// Freezes the active generation and starts a new one on `segment`; flushes
@@ -277,7 +295,7 @@ pub(crate) fn freeze_active(inner: &Arc<DbInner>, segment: u64) -> Result<Genera
     // The new generation continues the same segment: flushing the frozen
     // one must not retire `segment`, and it does not, because the log
     // number after that flush is this generation's number, `segment`.
-    let fresh = Generation::new(segment, cfs.into_iter(), inner.opts.write_buffer_size);
+    let fresh = Generation::new(segment, cfs.into_iter(), switch_size(&inner.opts));
     let old = std::mem::replace(&mut st.active, fresh.clone());
     st.frozen.push_back(old);
     let too_many = st.frozen.len() + 1 >= inner.opts.max_write_buffer_number;

@@ -12,11 +12,15 @@
 //!
 //! A generation may only be frozen when nothing is still being written into
 //! it, so switching is a *barrier*: when the active generation's memory plus
-//! the bytes handed out but not yet applied reaches `write_buffer_size`, the
-//! reader stops handing out work, waits until the in-flight count is zero,
-//! then freezes the generation exactly as serial replay does (flushing every
-//! frozen one when too many pile up, so memory stays bounded) and continues
-//! with the new generation.
+//! the estimated memory of the batches handed out but not yet applied plus
+//! the next batch would not fit the switch size (`replay_budget`: the write
+//! buffer, or half the recovery memory limit if smaller), the reader stops
+//! handing out work, waits until the in-flight count is zero, then freezes
+//! the generation exactly as serial replay does (flushing the frozen ones
+//! when the next generation would not fit the recovery memory limit or too
+//! many pile up) and continues with the new generation. Counting handed-out
+//! work is what keeps parallel replay under the same limit as serial replay:
+//! the channel can hold several jobs of 256 KiB.
 //!
 //! Worked example (2 threads, a generation holds ~3 jobs):
 //!
@@ -40,7 +44,8 @@
 //! is recorded. `failed` and `pending_bytes` are lock-free mirrors read on
 //! every batch.
 
-use super::recovery::{as_corruption, freeze_active, read_segments, BatchSink, InDoubt, WalRange};
+use super::recovery::{as_corruption, read_segments, BatchSink, InDoubt, WalRange};
+use super::replay_budget::{estimate, ReplayBudget};
 use super::{write, DbInner, Generation};
 use crate::error::{Error, Result};
 use crate::write_batch::WriteBatch;
@@ -62,6 +67,7 @@ struct Job {
     path: Arc<Path>,
     /// (offset of the record in the segment, batch).
     batches: Vec<(u64, WriteBatch)>,
+    /// Estimated memtable bytes of `batches` (`replay_budget::estimate`).
     bytes: usize,
 }
 
@@ -78,7 +84,7 @@ struct Shared {
     progress: Mutex<Progress>,
     done: Condvar,
     failed: AtomicBool,
-    /// Bytes of batches sent but not yet applied.
+    /// Estimated memtable bytes of the batches sent but not yet applied.
     pending_bytes: AtomicUsize,
 }
 
@@ -138,6 +144,7 @@ struct ParallelSink<'a> {
     gen: Arc<Generation>,
     /// The job being filled (not yet sent).
     job: Option<Job>,
+    budget: ReplayBudget,
 }
 
 impl ParallelSink<'_> {
@@ -162,7 +169,7 @@ impl ParallelSink<'_> {
         Ok(())
     }
 
-    /// Bytes the active generation holds or will hold once in-flight work lands.
+    /// Bytes the active generation holds or will hold once handed-out work lands.
     fn estimated_usage(&self) -> usize {
         let queued = self.job.as_ref().map_or(0, |j| j.bytes);
         self.gen.memory_usage() + self.shared.pending_bytes.load(Ordering::Acquire) + queued
@@ -180,6 +187,15 @@ impl BatchSink for ParallelSink<'_> {
         if self.shared.failed.load(Ordering::Acquire) {
             return self.barrier();
         }
+        let bytes = estimate(&batch);
+        if self.budget.must_switch(self.estimated_usage(), bytes) {
+            self.barrier()?;
+            let fresh = self
+                .budget
+                .switch(self.inner, segment)
+                .map_err(|e| as_corruption(e, path, offset))?;
+            self.gen = Arc::new(fresh);
+        }
         if self.job.as_ref().is_some_and(|j| j.segment != segment) {
             self.send_job()?;
         }
@@ -190,16 +206,10 @@ impl BatchSink for ParallelSink<'_> {
             batches: Vec::with_capacity(JOB_BATCHES),
             bytes: 0,
         });
-        job.bytes += batch.data().len();
+        job.bytes = job.bytes.saturating_add(bytes);
         job.batches.push((offset, batch));
         if job.batches.len() >= JOB_BATCHES || job.bytes >= JOB_BYTES {
             self.send_job()?;
-        }
-        if self.estimated_usage() >= self.inner.opts.write_buffer_size {
-            self.barrier()?;
-            let fresh =
-                freeze_active(self.inner, segment).map_err(|e| as_corruption(e, path, offset))?;
-            self.gen = Arc::new(fresh);
         }
         Ok(())
     }
@@ -210,10 +220,14 @@ impl BatchSink for ParallelSink<'_> {
         while p.in_flight > 0 {
             self.shared.done.wait(&mut p);
         }
-        match &p.error {
+        let result = match &p.error {
             Some((_, e)) => Err(e.clone()),
             None => sent,
-        }
+        };
+        drop(p);
+        // Everything handed out is applied: the generation's real size.
+        self.budget.observe(self.inner, self.gen.memory_usage());
+        result
     }
 }
 
@@ -236,6 +250,7 @@ pub(crate) fn replay_parallel(
             tx,
             gen,
             job: None,
+            budget: ReplayBudget::new(inner),
         };
         for i in 0..threads {
             let rx = rx.clone();

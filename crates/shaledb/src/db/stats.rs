@@ -23,6 +23,8 @@ pub(crate) struct DbStats {
     pub compaction_bytes_written: AtomicU64,
     pub compaction_bytes_reused: AtomicU64,
     pub compaction_extents_reused: AtomicU64,
+    /// Largest memtable memory (active + frozen) during WAL replay at open.
+    pub recovery_peak_memtable_bytes: AtomicU64,
 }
 
 impl DbStats {
@@ -115,6 +117,11 @@ pub(crate) fn property(inner: &DbInner, name: &str) -> Option<String> {
             .map(|c| c.l0.len())
             .sum::<usize>()
             .to_string(),
+        "shale.recovery-peak-memtable-bytes" => s
+            .recovery_peak_memtable_bytes
+            .load(Ordering::Relaxed)
+            .to_string(),
+        "shale.recovery-memory-limit" => inner.opts.recovery_memory_budget().to_string(),
         "shale.frozen-memtables" => inner.state.lock().frozen.len().to_string(),
         "shale.stats" => stats_string(inner),
         _ => return None,
@@ -138,6 +145,12 @@ fn stats_string(inner: &DbInner) -> String {
         memtable_bytes(inner)
     );
     let _ = writeln!(out, "frozen memtables: {}", inner.state.lock().frozen.len());
+    let _ = writeln!(
+        out,
+        "recovery: peak memtable bytes {} (limit {})",
+        ld(&s.recovery_peak_memtable_bytes),
+        inner.opts.recovery_memory_budget()
+    );
     for (id, cf) in &v.cfs {
         let _ = writeln!(out, "column family {} ({id}):", cf.name);
         let _ = writeln!(
