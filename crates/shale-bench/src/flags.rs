@@ -258,17 +258,14 @@ fn kind(name: &str) -> &'static str {
     match name {
         "sync" | "disable_wal" | "use_existing_db" | "histogram" | "statistics"
         | "progress_reports" | "drop_caches" => "bool",
-        "benchmarks" | "compression_type" | "db" | "engine" | "device_limits" | "isolation" => {
-            "string"
-        }
-        "compression_ratio" | "txn_zipf" => "double",
         "benchmarks"
         | "compression_type"
         | "db"
         | "engine"
         | "device_limits"
+        | "isolation"
         | "recover_threads_list" => "string",
-        "compression_ratio" => "double",
+        "compression_ratio" | "txn_zipf" => "double",
         _ => "int",
     }
 }
