@@ -62,6 +62,9 @@ pub struct EngineOptions {
     /// Threads replaying the write-ahead log at open (`--recovery_threads`); `None` leaves
     /// the engine's default. Engines without parallel replay ignore it.
     pub recovery_threads: Option<usize>,
+    /// Writers of a commit group insert into the memtable in parallel
+    /// (`--allow_concurrent_memtable_write`, db_bench's name; ShaleDB's commit pipeline).
+    pub concurrent_memtable_insert: bool,
 }
 
 /// Options of one write, like RocksDB's `WriteOptions`.

@@ -101,6 +101,8 @@ pub struct Flags {
     pub recover_bytes: u64,
     /// `--device_limits`: JSON file of fio figures (written by bench/compare) to relate MB/s to.
     pub device_limits: String,
+    /// `--allow_concurrent_memtable_write` (db_bench's name): parallel memtable insert.
+    pub allow_concurrent_memtable_write: bool,
     /// `--drop_caches`: drop the OS page cache between phases of `contest` and before the
     /// reopen of `recover` (when permitted).
     pub drop_caches: bool,
@@ -164,6 +166,7 @@ impl Default for Flags {
             recover_bytes: 1 << 30,
             device_limits: String::new(),
             drop_caches: true,
+            allow_concurrent_memtable_write: true,
             recovery_threads: -1,
             isolation: TxnIsolation::Snapshot,
             txn_ops: 4,
@@ -225,6 +228,7 @@ const HELP: &[(&str, &str, &str)] = &[
     ("txn_zipf", "0", "txnmix: zipfian theta of the key choice in [0, 1) (YCSB uses 0.99; key 0 hottest); 0 = uniform"),
     ("transaction_lock_timeout", "1000", "txnmix: milliseconds a row-lock request waits before a lock timeout (db_bench's default is 100; ShaleDB's and RocksDB TransactionDB's 1000)"),
     ("recover_threads_list", "\"\"", "recover: comma-separated recovery thread counts; the same WAL is replayed once per entry (from a copy of the killed DB), each reported as recover_t<N> (ShaleDB: 0 or 1 = serial). Empty: one reopen with --recovery_threads"),
+    ("allow_concurrent_memtable_write", "true", "Writers of a commit group insert their batches into the memtable in parallel (ShaleDB's commit pipeline); false = the group leader inserts all"),
     ("drop_caches", "true", "contest, recover: drop the OS page cache (sync; echo 3 > /proc/sys/vm/drop_caches) before read phases and before the timed reopen, when permitted"),
 ];
 
@@ -256,8 +260,14 @@ pub fn help_text(program: &str, engines: &[&str]) -> String {
 
 fn kind(name: &str) -> &'static str {
     match name {
-        "sync" | "disable_wal" | "use_existing_db" | "histogram" | "statistics"
-        | "progress_reports" | "drop_caches" => "bool",
+        "sync"
+        | "disable_wal"
+        | "use_existing_db"
+        | "histogram"
+        | "statistics"
+        | "progress_reports"
+        | "drop_caches"
+        | "allow_concurrent_memtable_write" => "bool",
         "benchmarks"
         | "compression_type"
         | "db"
@@ -363,6 +373,9 @@ impl Flags {
             "recover_bytes" => self.recover_bytes = parse_num(name, v)?,
             "device_limits" => self.device_limits = v.to_string(),
             "drop_caches" => self.drop_caches = parse_bool(name, v)?,
+            "allow_concurrent_memtable_write" => {
+                self.allow_concurrent_memtable_write = parse_bool(name, v)?
+            }
             "recovery_threads" => self.recovery_threads = parse_num(name, v)?,
             "isolation" => self.isolation = TxnIsolation::parse(v).ok_or_else(|| bad(name, v))?,
             "txn_ops" => {

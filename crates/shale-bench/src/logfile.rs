@@ -193,6 +193,7 @@ mod tests {
             compression: Compression::None,
             statistics: false,
             recovery_threads: None,
+            concurrent_memtable_insert: true,
         }
     }
 

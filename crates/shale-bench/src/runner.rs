@@ -39,6 +39,7 @@ pub fn engine_options(flags: &Flags) -> EngineOptions {
         compression: flags.compression,
         statistics: flags.statistics,
         recovery_threads: usize::try_from(flags.recovery_threads).ok(),
+        concurrent_memtable_insert: flags.allow_concurrent_memtable_write,
     }
 }
 

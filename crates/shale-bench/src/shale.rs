@@ -54,6 +54,7 @@ fn options_for(o: &EngineOptions) -> Result<Options, EngineError> {
         Compression::Lz4 => CompressionType::Lz4,
         Compression::Zstd => CompressionType::Zstd,
     }];
+    opts.concurrent_memtable_insert = o.concurrent_memtable_insert;
     if let Some(n) = o.recovery_threads {
         opts.recovery_threads = n;
     }

@@ -115,6 +115,7 @@ mod tests {
             compression: crate::Compression::None,
             statistics: false,
             recovery_threads: None,
+            concurrent_memtable_insert: true,
         };
         ShaleFactory.open(&o).unwrap()
     }
