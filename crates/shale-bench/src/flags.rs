@@ -166,7 +166,7 @@ impl Default for Flags {
             recover_bytes: 1 << 30,
             device_limits: String::new(),
             drop_caches: true,
-            allow_concurrent_memtable_write: true,
+            allow_concurrent_memtable_write: false,
             recovery_threads: -1,
             isolation: TxnIsolation::Snapshot,
             txn_ops: 4,
@@ -228,7 +228,7 @@ const HELP: &[(&str, &str, &str)] = &[
     ("txn_zipf", "0", "txnmix: zipfian theta of the key choice in [0, 1) (YCSB uses 0.99; key 0 hottest); 0 = uniform"),
     ("transaction_lock_timeout", "1000", "txnmix: milliseconds a row-lock request waits before a lock timeout (db_bench's default is 100; ShaleDB's and RocksDB TransactionDB's 1000)"),
     ("recover_threads_list", "\"\"", "recover: comma-separated recovery thread counts; the same WAL is replayed once per entry (from a copy of the killed DB), each reported as recover_t<N> (ShaleDB: 0 or 1 = serial). Empty: one reopen with --recovery_threads"),
-    ("allow_concurrent_memtable_write", "true", "Writers of a commit group insert their batches into the memtable in parallel (ShaleDB's commit pipeline); false = the group leader inserts all"),
+    ("allow_concurrent_memtable_write", "false", "Writers of a commit group insert their batches into the memtable in parallel (ShaleDB's commit pipeline); false = the group leader inserts all"),
     ("drop_caches", "true", "contest, recover: drop the OS page cache (sync; echo 3 > /proc/sys/vm/drop_caches) before read phases and before the timed reopen, when permitted"),
 ];
 
