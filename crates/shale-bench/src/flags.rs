@@ -236,7 +236,11 @@ fn kind(name: &str) -> &'static str {
     match name {
         "sync" | "disable_wal" | "use_existing_db" | "histogram" | "statistics"
         | "progress_reports" | "drop_caches" => "bool",
-        "benchmarks" | "compression_type" | "db" | "engine" | "device_limits"
+        "benchmarks"
+        | "compression_type"
+        | "db"
+        | "engine"
+        | "device_limits"
         | "recover_threads_list" => "string",
         "compression_ratio" => "double",
         _ => "int",
@@ -530,6 +534,18 @@ mod tests {
         assert!(Flags::parse(["--threads=0"]).is_err());
         assert!(Flags::parse(["positional"]).is_err());
         assert_eq!(Flags::parse(["--help"]).unwrap(), Command::Help);
+    }
+
+    #[test]
+    fn recover_threads_list() {
+        assert!(run(&[]).recover_threads_list.is_empty());
+        let f = run(&["--recover_threads_list=1,2,4"]);
+        assert_eq!(f.recover_threads_list, vec![1, 2, 4]);
+        assert!(run(&["--recover_threads_list="])
+            .recover_threads_list
+            .is_empty());
+        assert!(Flags::parse(["--recover_threads_list=1,x"]).is_err());
+        assert!(Flags::parse(["--recover_threads_list=-1"]).is_err());
     }
 
     #[test]

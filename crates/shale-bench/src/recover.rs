@@ -137,7 +137,9 @@ pub(crate) fn run_recover(
         let mut o = opts.clone();
         o.recovery_threads = Some(threads);
         let name = format!("recover_t{threads}");
-        results.push(timed_reopen(flags, factory, &o, &ks, wal, &seen, &name, out)?);
+        results.push(timed_reopen(
+            flags, factory, &o, &ks, wal, &seen, &name, out,
+        )?);
     }
     remove_any(&pristine)?;
     Ok(results)
