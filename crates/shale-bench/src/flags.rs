@@ -627,6 +627,15 @@ mod tests {
         ] {
             assert!(Flags::parse([bad]).is_err(), "{bad}");
         }
+    fn recover_threads_list() {
+        assert!(run(&[]).recover_threads_list.is_empty());
+        let f = run(&["--recover_threads_list=1,2,4"]);
+        assert_eq!(f.recover_threads_list, vec![1, 2, 4]);
+        assert!(run(&["--recover_threads_list="])
+            .recover_threads_list
+            .is_empty());
+        assert!(Flags::parse(["--recover_threads_list=1,x"]).is_err());
+        assert!(Flags::parse(["--recover_threads_list=-1"]).is_err());
     }
 
     #[test]

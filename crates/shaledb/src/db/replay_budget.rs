@@ -13,7 +13,9 @@
 //! 1. *Switch*: the active generation is frozen before it would grow past
 //!    `S = min(write_buffer_size, L / 2)`: the check runs before each batch
 //!    and counts the batch's estimated size, so `A <= S + C`, where `C` is one
-//!    arena chunk (arenas grow a chunk at a time; `C <= S / 16`).
+//!    arena chunk per column family (each memtable's arena grows a chunk at a
+//!    time, so one batch may add a whole chunk to each; a chunk is `S / 16`,
+//!    between 16 KiB and 1 MiB).
 //! 2. *Flush*: right after a switch, if `F + S + C > L` (the next generation
 //!    could not fill up without crossing the limit) every frozen generation
 //!    is flushed, so `F = 0`. Otherwise `F + S + C <= L`, and with rule 1,
@@ -76,8 +78,8 @@ pub(crate) fn switch_size(opts: &Options) -> usize {
 pub(crate) struct ReplayBudget {
     limit: usize,
     switch_at: usize,
-    /// `C`, one arena chunk: how far a generation may grow beyond the
-    /// switch size (arenas grow a chunk at a time).
+    /// `C`, one arena chunk per column family: how far a generation may
+    /// grow beyond the switch size (arenas grow a chunk at a time).
     slack: usize,
     /// Memory of the frozen generations, measured at the last switch.
     frozen: usize,
@@ -95,17 +97,18 @@ impl ReplayBudget {
     /// A budget for replay into the current active generation of `inner`.
     pub(crate) fn new(inner: &DbInner) -> Self {
         let switch_at = switch_size(&inner.opts);
-        let (frozen, empty) = {
+        let (frozen, empty, cfs) = {
             let st = inner.state.lock();
             (
                 st.frozen.iter().map(Generation::memory_usage).sum(),
                 st.active.memory_usage(),
+                st.active.mems.len().max(1),
             )
         };
         ReplayBudget {
             limit: inner.opts.recovery_memory_budget(),
             switch_at,
-            slack: memtable_chunk_size(switch_at),
+            slack: memtable_chunk_size(switch_at).saturating_mul(cfs),
             frozen,
             empty,
             peak: 0,
