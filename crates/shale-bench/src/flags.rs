@@ -627,6 +627,9 @@ mod tests {
         ] {
             assert!(Flags::parse([bad]).is_err(), "{bad}");
         }
+    }
+
+    #[test]
     fn recover_threads_list() {
         assert!(run(&[]).recover_threads_list.is_empty());
         let f = run(&["--recover_threads_list=1,2,4"]);
