@@ -10,6 +10,11 @@
 //! * a reported commit is visible, a reported rollback is not;
 //! * nothing is half-applied: both rows of a transaction or neither.
 //!
+//! Between cycles the parent also starts children that only open the
+//! database (`child_recovers`) and SIGKILLs them after a few milliseconds,
+//! mostly while they are still replaying the WAL with its 2PC records: the
+//! checks above must hold after those kills too.
+//!
 //! Then the parent commits every in-doubt transaction and checks both rows
 //! appear. `SHALE_2PC_KILL9_CYCLES` sets the number of kill cycles (default 4).
 #![allow(clippy::unwrap_used, clippy::indexing_slicing)] // a panic in a test is a failure
@@ -72,6 +77,34 @@ fn child_prepares_and_resolves() {
         // Plain writes in between move the WAL along (switches, flushes).
         db.put(&key(i, "plain"), &value).unwrap();
     }
+}
+
+/// A child that only opens the database (recovery runs), then says so.
+#[test]
+#[ignore = "run by two_phase_kill9 as a child process"]
+fn child_recovers() {
+    let Ok(dir) = std::env::var(CHILD_ENV) else {
+        return;
+    };
+    let db = Db::open(&dir, opts()).unwrap();
+    println!("OPEN {}", db.prepared().len());
+    drop(db);
+}
+
+/// Starts `child_recovers` and SIGKILLs it after `delay`; true if it was
+/// killed before it finished opening.
+fn kill_recovery(dir: &std::path::Path, delay: Duration) -> bool {
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "child_recovers", "--ignored", "--nocapture"])
+        .env(CHILD_ENV, dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(delay);
+    child.kill().unwrap(); // SIGKILL (a no-op if it already exited)
+    let out = child.wait_with_output().unwrap();
+    !String::from_utf8_lossy(&out.stdout).contains("OPEN")
 }
 
 #[derive(Default)]
@@ -155,11 +188,16 @@ fn kill9_between_prepare_and_commit() {
     let dir = tmp.path().join("db");
     let mut start = 0;
     let mut checked_in_doubt = 0;
+    let mut killed_in_recovery = 0u32;
     for cycle in 0..cycles {
         let mut oracle = Oracle::default();
         let run_for = Duration::from_millis(300 + (cycle * 7919) % 500);
         start = run_child(&dir, start, run_for, &mut oracle);
         assert!(!oracle.prepared.is_empty(), "the child made progress");
+        for k in 0..3u64 {
+            let delay = Duration::from_millis((cycle * 5 + k * 3) % 10);
+            killed_in_recovery += u32::from(kill_recovery(&dir, delay));
+        }
         let db = Db::open(&dir, opts()).unwrap();
         let in_doubt: BTreeMap<Vec<u8>, _> = db
             .prepared()
@@ -219,6 +257,11 @@ fn kill9_between_prepare_and_commit() {
         let b = db.get(&key(i, "b")).unwrap();
         assert_eq!(a.is_some(), b.is_some(), "txn {i} half-applied");
     }
-    println!("{cycles} kill cycles, {start} transactions, {checked_in_doubt} in-doubt checked");
+    println!(
+        "{cycles} kill cycles, {start} transactions, {checked_in_doubt} in-doubt checked, \
+         {killed_in_recovery} of {} reopening processes killed before open returned",
+        cycles * 3
+    );
     assert!(checked_in_doubt > 0);
+    assert!(killed_in_recovery > 0, "no kill landed during a reopen");
 }
