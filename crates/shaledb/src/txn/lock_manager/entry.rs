@@ -415,12 +415,7 @@ mod tests {
         // S waiters and points at the nearest X, 4.
         assert_eq!(
             e.waiter_blockers(),
-            vec![
-                (2, vec![1]),
-                (3, vec![1]),
-                (4, vec![1, 3]),
-                (5, vec![1, 4])
-            ]
+            vec![(2, vec![1]), (3, vec![1]), (4, vec![1, 3]), (5, vec![1, 4])]
         );
     }
 
