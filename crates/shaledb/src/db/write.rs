@@ -181,6 +181,7 @@ fn validate(inner: &DbInner, batch: &WriteBatch) -> Result<()> {
         )));
     }
     let sv = inner.sv.read().clone();
+    let marked = batch.txn_marker().is_some();
     for op in batch.iter() {
         let op = op.map_err(|e| Error::InvalidArgument(format!("malformed batch: {e}")))?;
         let cf = match op {
@@ -196,7 +197,6 @@ fn validate(inner: &DbInner, batch: &WriteBatch) -> Result<()> {
         };
         // A prepared transaction's column family may have been dropped since
         // it prepared; its writes there vanish (as in `insert_batch`).
-        let marked = batch.txn_marker().is_some();
         if !marked && cf != crate::version::DEFAULT_CF_ID && !sv.cfs.contains_key(&cf) {
             return Err(Error::ColumnFamilyNotFound(cf.to_string()));
         }

@@ -79,10 +79,7 @@ impl ReadSet {
 
     /// Records a point read of `(cf, key)`.
     pub fn add_point(&mut self, cf: CfId, key: &[u8]) {
-        // Avoid the allocation for a key read again.
-        if !self.points.contains(&(cf, key.to_vec())) {
-            self.points.insert((cf, key.to_vec()));
-        }
+        self.points.insert((cf, key.to_vec()));
     }
 
     /// Records that `[lo, hi)` of `cf` was read (`hi == None`: to the end).
