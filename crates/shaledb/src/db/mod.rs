@@ -353,10 +353,12 @@ impl Db {
 
     /// A snapshot of the current state.
     pub fn snapshot(&self) -> Snapshot {
-        // Taken under the WAL lock so no group is half-published.
-        let _w = self.inner.wal.lock();
-        let seq = self.inner.visible_sequence.load(Ordering::Acquire);
-        self.inner.snapshots.acquire(seq)
+        // A group publishes its last sequence only once all of it is in
+        // the memtables, so the visible sequence is never half a group;
+        // `acquire_latest` explains why no write-path lock is needed.
+        self.inner
+            .snapshots
+            .acquire_latest(&self.inner.visible_sequence)
     }
 
     /// The sequence of the last acknowledged write.

@@ -23,6 +23,23 @@ impl SnapshotList {
         }
     }
 
+    /// Registers a snapshot at the latest visible sequence. The sequence is
+    /// read under the list's mutex, the one [`SnapshotList::sequences`]
+    /// takes: a compaction that listed the snapshots before this one exists
+    /// only drops versions shadowed by a newer version it already had, and
+    /// everything it had was published (frozen memtables hold only published
+    /// writes), so the sequence read here is at least that newer version's.
+    /// No write-path lock is needed.
+    pub fn acquire_latest(self: &Arc<Self>, visible: &std::sync::atomic::AtomicU64) -> Snapshot {
+        let mut live = self.live.lock();
+        let seq = visible.load(std::sync::atomic::Ordering::Acquire);
+        *live.entry(seq).or_insert(0) += 1;
+        Snapshot {
+            seq,
+            list: self.clone(),
+        }
+    }
+
     fn release(&self, seq: u64) {
         let mut live = self.live.lock();
         if let Some(n) = live.get_mut(&seq) {
