@@ -132,8 +132,12 @@ fn changed_after_snapshot_is_a_write_conflict_at_si_latest_value_at_rc() {
     drop(s);
     drop(r);
     assert_eq!(db.lock_manager().num_locks(), 0);
-    // Unchanged since the snapshot: fine, and recorded as a point read.
-    let mut s = db.begin(si());
+    // Unchanged since the snapshot: fine, and (at Serializable, the level
+    // that records reads) recorded as a point read.
+    let mut s = db.begin(TxnOptions {
+        isolation: Isolation::Serializable,
+        ..si()
+    });
     assert_eq!(s.get_for_share(b"k").unwrap(), v("v1"));
     assert_eq!(s.get_for_share(b"absent").unwrap(), None);
     let points: Vec<_> = s.read_set().points().map(|(_, k)| k.to_vec()).collect();

@@ -108,7 +108,7 @@ pub struct Txn<'a> {
     /// Locks released (committed or rolled back), or handed to the
     /// prepared-transaction registry.
     finished: bool,
-    /// Everything read, at every level (see `txn/read_set.rs`). A `RefCell`
+    /// Everything read, at Serializable only (see `txn/read_set.rs`). A `RefCell`
     /// because reads take `&self`; no borrow outlives one call.
     reads: std::cell::RefCell<super::read_set::ReadSet>,
     /// Serializable: the lock sets of the transactions that were prepared
@@ -174,7 +174,9 @@ impl<'a> Txn<'a> {
     /// Reads `key` from `cf`: own writes first, then the database at the read
     /// snapshot (SI: the one taken at begin; RC: the latest committed state).
     pub fn get_cf(&self, cf: CfId, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        self.reads.borrow_mut().add_point(cf, key);
+        if self.records_reads() {
+            self.reads.borrow_mut().add_point(cf, key);
+        }
         if let Some(v) = self.buffer.get(&(cf, key.to_vec())) {
             return Ok(v.clone());
         }
@@ -269,6 +271,11 @@ impl<'a> Txn<'a> {
         };
         self.release();
         result
+    }
+
+    /// Only Serializable validates reads, so only it pays for recording them.
+    fn records_reads(&self) -> bool {
+        self.opts.isolation == Isolation::Serializable
     }
 
     /// Serializable: what the commit leader must validate (the read set is
@@ -444,7 +451,7 @@ impl<'a> Txn<'a> {
             &self.buffer,
             lower,
             upper,
-            &self.reads,
+            self.records_reads().then_some(&self.reads),
         ))
     }
 

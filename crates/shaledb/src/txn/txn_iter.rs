@@ -88,7 +88,7 @@ pub struct TxnIterator<'t> {
     lower: Option<Vec<u8>>,
     upper: Option<Vec<u8>>,
     status: Option<Error>,
-    reads: &'t RefCell<ReadSet>,
+    reads: Option<&'t RefCell<ReadSet>>,
     /// The observed segment `[lo, hi)` since the last seek (`hi: None` = unbounded).
     seg: Option<(Vec<u8>, Option<Vec<u8>>)>,
 }
@@ -119,7 +119,7 @@ impl<'t> TxnIterator<'t> {
         buffer: &'t BTreeMap<(CfId, Vec<u8>), Option<Vec<u8>>>,
         lower: Option<&[u8]>,
         upper: Option<&[u8]>,
-        reads: &'t RefCell<ReadSet>,
+        reads: Option<&'t RefCell<ReadSet>>,
     ) -> Self {
         let start = (cf, lower.map(<[u8]>::to_vec).unwrap_or_default());
         let delta = buffer
@@ -389,11 +389,9 @@ impl<'t> TxnIterator<'t> {
 
     /// Moves the current segment into the transaction's read set.
     fn flush(&mut self) {
-        if let Some((lo, hi)) = self.seg.take() {
+        if let (Some((lo, hi)), Some(reads)) = (self.seg.take(), self.reads) {
             // No other borrow of `reads` outlives a call (module docs).
-            self.reads
-                .borrow_mut()
-                .add_range(self.cf, &lo, hi.as_deref());
+            reads.borrow_mut().add_range(self.cf, &lo, hi.as_deref());
         }
     }
 }

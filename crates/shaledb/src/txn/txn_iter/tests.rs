@@ -34,6 +34,14 @@ fn rc() -> TxnOptions {
     }
 }
 
+/// Serializable: the level that records its reads.
+fn ser() -> TxnOptions {
+    TxnOptions {
+        isolation: Isolation::Serializable,
+        ..si()
+    }
+}
+
 type Pairs = Vec<(Vec<u8>, Vec<u8>)>;
 
 fn pairs(list: &[(&str, &str)]) -> Pairs {
@@ -70,7 +78,7 @@ fn fixture(db: &Db) -> Txn<'_> {
     db.flush().unwrap();
     db.put(b"d", b"4").unwrap();
     db.put(b"e", b"5").unwrap();
-    let mut t = db.begin(si());
+    let mut t = db.begin(ser());
     t.put(b"b", b"20").unwrap();
     t.put(b"c", b"30").unwrap();
     t.delete(b"d").unwrap();
@@ -374,7 +382,7 @@ fn seeks_jumping_around_record_separate_then_merged_ranges() {
 fn point_reads_are_recorded_per_cf() {
     let db = open();
     let cf = db.create_cf("other").unwrap();
-    let mut t = db.begin(rc());
+    let mut t = db.begin(ser());
     t.get(b"missing").unwrap();
     t.get_cf(cf, b"k").unwrap();
     t.get_for_update(b"u").unwrap();
@@ -466,7 +474,7 @@ proptest! {
                 }
             }
         }
-        let mut t = db.begin(si());
+        let mut t = db.begin(ser());
         for (k, v) in &own {
             match v {
                 Some(v) => {
@@ -599,4 +607,21 @@ fn corruption_in_the_base_surfaces_as_an_error() {
     assert!(!it.valid());
     assert!(it.status().is_some_and(Error::is_corruption));
     assert!(i < 3000);
+}
+
+#[test]
+fn only_serializable_records_its_reads() {
+    let db = open();
+    db.put(b"a", b"1").unwrap();
+    for opts in [rc(), si()] {
+        let mut t = db.begin(opts);
+        assert_eq!(t.get(b"a").unwrap(), Some(b"1".to_vec()));
+        assert_eq!(t.scan(None, None, 10).unwrap().len(), 1);
+        assert!(t.read_set().is_empty());
+    }
+    let mut t = db.begin(ser());
+    assert_eq!(t.get(b"a").unwrap(), Some(b"1".to_vec()));
+    assert_eq!(t.scan(None, None, 10).unwrap().len(), 1);
+    assert_eq!(t.read_set().points().count(), 1);
+    assert_eq!(t.read_set().ranges().count(), 1);
 }
