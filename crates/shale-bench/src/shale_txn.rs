@@ -53,9 +53,9 @@ fn write_options(wo: WriteOpts) -> WriteOptions {
     }
 }
 
-struct ShaleTxn<'a>(Txn<'a>);
+struct ShaleTxn(Txn);
 
-impl KvTxn for ShaleTxn<'_> {
+impl KvTxn for ShaleTxn {
     fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>, TxnError> {
         self.0.get(key).map_err(classify)
     }

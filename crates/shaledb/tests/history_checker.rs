@@ -176,7 +176,7 @@ fn pause(rng: &mut Rng) {
 /// Runs the micro-ops of one transaction, recording each as it goes (an
 /// append is recorded before its `put`, so a failed one is in the record).
 fn run_ops(
-    txn: &mut Txn<'_>,
+    txn: &mut Txn,
     rng: &mut Rng,
     base: u64,
     next_elem: &AtomicU64,

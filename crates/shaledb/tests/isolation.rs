@@ -55,7 +55,7 @@ fn is_lock_timeout(r: shaledb::Result<()>) -> bool {
 
 /// A predicate read: `SELECT key FROM table WHERE pred(value)`, done as a
 /// scan of the whole key range at the transaction's read view.
-fn select_where(t: &Txn<'_>, pred: impl Fn(i64) -> bool) -> Vec<String> {
+fn select_where(t: &Txn, pred: impl Fn(i64) -> bool) -> Vec<String> {
     t.scan(None, None, usize::MAX)
         .unwrap()
         .into_iter()

@@ -43,10 +43,14 @@ pub struct DbIterator {
     status: Option<Error>,
     // Keeps what the iterator reads alive (memtables, extents, the snapshot).
     _sv: Arc<super::SuperVersion>,
+    /// Keeps the database (and its directory lock) alive while the iterator
+    /// may still read its files, even after every `Db` handle is gone.
+    _db: Arc<DbInner>,
     _snap: Option<Snapshot>,
 }
 
 pub(crate) fn new_iterator(inner: &Arc<DbInner>, ro: &ReadOptions, cf: u32) -> Result<DbIterator> {
+    inner.check_open()?;
     let (sv, snapshot) = super::read::read_view(inner, ro);
     let cfs = sv
         .cfs
@@ -84,6 +88,7 @@ pub(crate) fn new_iterator(inner: &Arc<DbInner>, ro: &ReadOptions, cf: u32) -> R
         value: Vec::new(),
         status: None,
         _sv: sv,
+        _db: inner.clone(),
         _snap: ro.snapshot.clone(),
     })
 }

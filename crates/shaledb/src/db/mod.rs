@@ -174,9 +174,36 @@ pub(crate) struct DbInner {
     pub prepared: crate::txn::prepared::PreparedRegistry,
 }
 
-/// An open database. `Send + Sync`: share it between threads by reference or `Arc`.
+impl DbInner {
+    /// `Err(Error::Closed)` once [`Db::close`] ran on any handle (or the last
+    /// handle was dropped while something still held the state).
+    pub(crate) fn check_open(&self) -> Result<()> {
+        if self.shutting_down.load(Ordering::Acquire) {
+            return Err(Error::Closed);
+        }
+        Ok(())
+    }
+}
+
+/// An open database: a cheap handle (two `Arc`s), `Clone + Send + Sync`.
+///
+/// Clones share one database. It is shut down when [`Db::close`] is called
+/// on any handle or when the last handle is dropped; after `close`, the
+/// operations of the remaining handles (and of transactions, which own a
+/// handle) fail with [`Error::Closed`]. The directory lock is released only
+/// when nothing refers to the database any more (no handle, transaction or
+/// iterator), so a reopen never races a reader of the old instance.
+#[derive(Clone)]
 pub struct Db {
     inner: Arc<DbInner>,
+    owner: Arc<Owner>,
+}
+
+/// Shuts the database down when the last [`Db`] handle goes. Background
+/// threads hold `Arc<DbInner>`, never an `Owner`, so they cannot keep it alive.
+struct Owner {
+    inner: Arc<DbInner>,
+    /// Background threads, joined by the shutdown.
     threads: Mutex<Vec<JoinHandle<()>>>,
 }
 
@@ -261,12 +288,15 @@ impl Db {
         });
         let in_doubt = recovery::recover(&inner, recovered.log_number)?;
         let db = Db {
+            owner: Arc::new(Owner {
+                inner: inner.clone(),
+                threads: Mutex::new(Vec::new()),
+            }),
             inner,
-            threads: Mutex::new(Vec::new()),
         };
         db.restore_prepared(in_doubt)?;
         if db.inner.opts.background_threads {
-            *db.threads.lock() = background::spawn(&db.inner)?;
+            *db.owner.threads.lock() = background::spawn(&db.inner)?;
         }
         Ok(db)
     }
@@ -529,11 +559,15 @@ impl Db {
         &self.inner.dir
     }
 
-    /// Stops background work, flushes the WAL to the OS and closes the database.
+    /// Shuts the database down for every handle: stops background work and
+    /// flushes the WAL to the OS. Returns the sticky background error, if any.
+    /// Later operations through other handles fail with [`Error::Closed`].
     pub fn close(self) -> Result<()> {
-        self.shutdown()
+        self.owner.shutdown()
     }
+}
 
+impl Owner {
     fn shutdown(&self) -> Result<()> {
         let inner = &self.inner;
         inner.shutting_down.store(true, Ordering::SeqCst);
@@ -556,7 +590,7 @@ impl Db {
     }
 }
 
-impl Drop for Db {
+impl Drop for Owner {
     fn drop(&mut self) {
         if !self.inner.shutting_down.load(Ordering::SeqCst) {
             let _ = self.shutdown();

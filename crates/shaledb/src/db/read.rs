@@ -31,6 +31,7 @@ pub(crate) fn get(
     cf: u32,
     key: &[u8],
 ) -> Result<Option<Vec<u8>>> {
+    inner.check_open()?;
     let (sv, snapshot) = read_view(inner, ro);
     let cfs = sv
         .cfs

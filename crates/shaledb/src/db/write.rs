@@ -189,6 +189,7 @@ fn enqueue_checked(
 }
 
 fn validate(inner: &DbInner, batch: &WriteBatch) -> Result<()> {
+    inner.check_open()?;
     let (k, v) = batch.max_key_and_value_len();
     if k > inner.opts.max_key_size {
         return Err(Error::InvalidArgument(format!(

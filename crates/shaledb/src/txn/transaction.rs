@@ -93,8 +93,10 @@ impl Default for TxnOptions {
 type Buffer = BTreeMap<(CfId, Vec<u8>), Option<Vec<u8>>>;
 
 /// A pessimistic transaction. Dropping it without [`Txn::commit`] rolls it back.
-pub struct Txn<'a> {
-    db: &'a Db,
+pub struct Txn {
+    /// A handle of its own: the transaction can outlive the caller's borrow
+    /// (a server session keeps it across statements and threads).
+    db: Db,
     id: TxnId,
     opts: TxnOptions,
     /// The read snapshot (Snapshot Isolation only).
@@ -124,7 +126,7 @@ pub struct Txn<'a> {
 
 impl Db {
     /// Starts a pessimistic transaction (see [`crate::txn::transaction`]).
-    pub fn begin(&self, opts: TxnOptions) -> Txn<'_> {
+    pub fn begin(&self, opts: TxnOptions) -> Txn {
         let (snapshot, prepared_at_begin) = match opts.isolation {
             Isolation::SnapshotIsolation => (Some(self.snapshot()), Vec::new()),
             Isolation::ReadCommitted => (None, Vec::new()),
@@ -134,7 +136,7 @@ impl Db {
             }
         };
         Txn {
-            db: self,
+            db: self.clone(),
             id: self.next_txn_id(),
             opts,
             snapshot,
@@ -150,7 +152,7 @@ impl Db {
     }
 }
 
-impl<'a> Txn<'a> {
+impl Txn {
     /// This transaction's id in the lock table.
     pub fn id(&self) -> TxnId {
         self.id
@@ -533,13 +535,13 @@ impl<'a> Txn<'a> {
     }
 }
 
-impl Drop for Txn<'_> {
+impl Drop for Txn {
     fn drop(&mut self) {
         self.release();
     }
 }
 
-impl std::fmt::Debug for Txn<'_> {
+impl std::fmt::Debug for Txn {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Txn")
             .field("id", &self.id)

@@ -72,7 +72,7 @@ fn backward(it: &mut TxnIterator<'_>) -> Pairs {
 
 /// Base `a=1 b=2` in an extent, `d=4 e=5` in the memtable; the transaction
 /// writes `b=20 c=30 f=60` and deletes `d` (and `zz`, absent everywhere).
-fn fixture(db: &Db) -> Txn<'_> {
+fn fixture(db: &Db) -> Txn {
     db.put(b"a", b"1").unwrap();
     db.put(b"b", b"2").unwrap();
     db.flush().unwrap();
@@ -239,7 +239,7 @@ fn read_view_si_snapshot_rc_per_iterator() {
 
 type Range = (CfId, Vec<u8>, Option<Vec<u8>>);
 
-fn ranges(t: &mut Txn<'_>) -> Vec<Range> {
+fn ranges(t: &mut Txn) -> Vec<Range> {
     t.read_set()
         .ranges()
         .map(|(c, l, h)| (c, l.to_vec(), h.map(<[u8]>::to_vec)))
