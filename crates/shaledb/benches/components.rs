@@ -8,16 +8,14 @@
 //! splitmix64 generator so runs are comparable.
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
-use shaledb::cache::{BlockCache, CacheKey};
 use shaledb::env::posix::PosixFs;
 use shaledb::env::FileSystem;
-use shaledb::extent::block_builder::BlockBuilder;
-use shaledb::extent::filter::{self, FilterView};
-use shaledb::extent::{Block, BlockIter, ExtentBuilder, ExtentBuilderOptions, ExtentReader};
-use shaledb::iter::InternalIterator;
-use shaledb::memtable::MemTable;
-use shaledb::types::{make_internal_key, ValueKind, KIND_FOR_SEEK, MAX_SEQUENCE};
-use shaledb::wal::LogWriter;
+use shaledb::test_hooks::filter::{self, FilterView};
+use shaledb::test_hooks::{
+    make_internal_key, BlockBuilder, BlockCache, CacheKey, InternalIterator, LogWriter, MemTable,
+    ValueKind, KIND_FOR_SEEK, MAX_SEQUENCE,
+};
+use shaledb::test_hooks::{Block, BlockIter, ExtentBuilder, ExtentBuilderOptions, ExtentReader};
 use shaledb::{Db, Options, WriteBatch, WriteOptions};
 use std::hint::black_box;
 use std::path::Path;

@@ -9,8 +9,9 @@ use std::sync::Arc;
 /// Result alias used throughout the crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// What went wrong.
+/// What went wrong. New variants may be added: match with a `_` arm.
 #[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// An operating-system I/O call failed.
     #[error("I/O error during {op} on {}: {source}", path.display())]

@@ -6,6 +6,23 @@
 //! L1 (L0 only under pressure), hot L1 / cold L2 compaction that reuses
 //! extents it does not need to rewrite, a sharded block cache and bloom filters.
 //!
+//! The public API is what this page lists: [`Db`] (open, read, write,
+//! snapshots, iterators, column families, properties), [`Options`],
+//! [`WriteBatch`], [`Error`], the [`txn`] module (transactions, 2PC) and the
+//! [`env`] module (the [`env::FileSystem`] trait with the real, in-memory and
+//! fault-injecting file systems, for tests of your own). Everything else is
+//! private to the crate.
+//!
+//! ```
+//! use shaledb::{env::mem::MemFs, Db, Options};
+//! let db = Db::open("/db", Options { fs: std::sync::Arc::new(MemFs::new()), ..Options::default() })?;
+//! db.put(b"k", b"v")?;
+//! let db2 = db.clone();                              // a cheap handle to the same database
+//! std::thread::spawn(move || db2.put(b"k2", b"v2")).join().expect("thread")?;
+//! assert_eq!(db.get(b"k2")?, Some(b"v2".to_vec()));
+//! # Ok::<(), shaledb::Error>(())
+//! ```
+//!
 //! Layers, bottom up (one folder each; see docs/architecture.md):
 //!
 //! | folder | layer |
@@ -20,23 +37,56 @@
 //! | `iter` | iterator trait, merging iterator |
 //! | `compaction` | flush-merge and level compaction |
 //! | `db` | the public `Db`: write path, read path, recovery |
+//! | `txn` | row locks, transactions, read sets, two-phase commit |
 
-pub mod cache;
-pub mod compaction;
-pub mod db;
+// The public API (what `include/` is to LevelDB): everything a user names is
+// re-exported below; the layers themselves are private to the crate, so they
+// can change without breaking users.
+mod cache;
+mod compaction;
+mod db;
 pub mod env;
-pub mod error;
-pub mod extent;
-pub mod iter;
-pub mod memtable;
+mod error;
+mod extent;
+mod iter;
+mod memtable;
 pub mod txn;
-pub mod types;
-pub mod util;
-pub mod version;
-pub mod wal;
-pub mod write_batch;
+mod types;
+mod util;
+mod version;
+mod wal;
+mod write_batch;
 
 pub use db::{CfId, Db, DbIterator, Options, ReadOptions, Snapshot, WriteOptions};
 pub use error::{Error, Result};
 pub use extent::CompressionType;
+pub use version::{DEFAULT_CF_ID, DEFAULT_CF_NAME};
 pub use write_batch::WriteBatch;
+
+/// The README's Rust examples, compiled and run as doc-tests.
+#[doc = include_str!("../../../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
+
+/// Test and benchmark hooks: the internal layers that `tests/` and
+/// `benches/components.rs` drive directly. Compiled only with the
+/// `test-hooks` feature (this crate's own tests turn it on through a
+/// dev-dependency on itself). Not API: anything here may change.
+#[cfg(feature = "test-hooks")]
+#[doc(hidden)]
+pub mod test_hooks {
+    pub use crate::cache::{BlockCache, CacheKey};
+    pub use crate::extent::block::BlockIter;
+    pub use crate::extent::block_builder::BlockBuilder;
+    pub use crate::extent::filter;
+    pub use crate::extent::{Block, ExtentBuilder, ExtentBuilderOptions, ExtentReader};
+    pub use crate::iter::InternalIterator;
+    pub use crate::memtable::MemTable;
+    pub use crate::txn::lock_manager::{LockManager, LockMode};
+    pub use crate::txn::read_set::ReadSet;
+    pub use crate::types::{
+        compare_internal_keys, make_internal_key, parse_internal_key, ValueKind, KIND_FOR_SEEK,
+        MAX_SEQUENCE,
+    };
+    pub use crate::wal::LogWriter;
+}

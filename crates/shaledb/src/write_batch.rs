@@ -38,6 +38,7 @@ pub const BATCH_HEADER_LEN: usize = 12;
 
 /// Kind bytes of two-phase commit: 0x10..=0x12 are [`TxnMarker`]s (only as
 /// the first op), the rest is reserved.
+#[cfg(test)]
 pub const RESERVED_2PC_KINDS: std::ops::RangeInclusive<u8> = 0x10..=0x1F;
 
 /// Why batch bytes could not be decoded. The DB maps it to

@@ -2,9 +2,9 @@
 //! versions: every entry must be found and iteration must stay sorted.
 #![allow(clippy::unwrap_used, clippy::indexing_slicing)] // a panic in a test is a failure
 
-use shaledb::iter::InternalIterator;
-use shaledb::memtable::MemTable;
-use shaledb::types::{compare_internal_keys, parse_internal_key, ValueKind};
+use shaledb::test_hooks::{
+    compare_internal_keys, parse_internal_key, InternalIterator, MemTable, ValueKind,
+};
 use std::sync::Arc;
 
 #[test]

@@ -7,7 +7,7 @@
 
 use shaledb::env::mem::MemFs;
 use shaledb::env::FileSystem;
-use shaledb::wal::LogWriter;
+use shaledb::test_hooks::LogWriter;
 use shaledb::{Db, Error, Options, ReadOptions, WriteBatch, WriteOptions};
 use std::path::Path;
 use std::sync::Arc;

@@ -69,6 +69,7 @@ impl LruShard {
     }
 
     /// Entries held.
+    #[cfg(any(test, feature = "test-hooks"))]
     pub fn len(&self) -> usize {
         self.map.len()
     }

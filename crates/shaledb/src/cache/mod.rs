@@ -161,11 +161,13 @@ impl BlockCache {
     }
 
     /// Number of cached blocks.
+    #[cfg(any(test, feature = "test-hooks"))]
     pub fn len(&self) -> usize {
         self.shards.iter().map(|s| s.lock().len()).sum()
     }
 
     /// True if nothing is cached.
+    #[cfg(any(test, feature = "test-hooks"))]
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

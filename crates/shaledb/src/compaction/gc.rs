@@ -73,6 +73,7 @@ impl Gc {
     }
 
     /// Whether a range tombstone at `seq` must be kept.
+    #[cfg(test)]
     pub fn keep_tombstone(&self, seq: SequenceNumber) -> bool {
         !(self.bottommost && self.stripe(seq) == 0)
     }

@@ -626,7 +626,8 @@ impl Db {
     }
 }
 
-/// Test and tool hooks that drive background work by hand.
+/// Test hooks that drive background work by hand (feature `test-hooks`).
+#[cfg(feature = "test-hooks")]
 impl Db {
     /// Runs pending flushes and compactions on the calling thread until none is
     /// needed (for tests with `background_threads = false`).

@@ -165,6 +165,7 @@ impl Block {
     }
 
     /// Number of restart points.
+    #[cfg(any(test, feature = "test-hooks"))]
     pub fn num_restarts(&self) -> usize {
         self.num_restarts
     }

@@ -87,6 +87,7 @@ impl BlockBuilder {
     }
 
     /// Number of entries added.
+    #[cfg(any(test, feature = "test-hooks"))]
     pub fn num_entries(&self) -> usize {
         self.num_entries
     }
@@ -97,6 +98,7 @@ impl BlockBuilder {
     }
 
     /// The last key added (empty if none).
+    #[cfg(any(test, feature = "test-hooks"))]
     pub fn last_key(&self) -> &[u8] {
         &self.last_key
     }

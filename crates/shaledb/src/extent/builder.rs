@@ -288,11 +288,13 @@ impl ExtentBuilder {
     }
 
     /// Like [`ExtentBuilder::would_overflow`] for a range tombstone.
+    #[cfg(any(test, feature = "test-hooks"))]
     pub fn would_overflow_tombstone(&self, begin_len: usize, end_len: usize) -> bool {
         self.size_bound(None, Some((begin_len, end_len))) > self.opts.extent_size
     }
 
     /// Upper bound of the size `finish()` would produce now.
+    #[cfg(any(test, feature = "test-hooks"))]
     pub fn estimated_size(&self) -> usize {
         self.size_bound(None, None)
     }
@@ -303,6 +305,7 @@ impl ExtentBuilder {
     }
 
     /// Point entries added.
+    #[cfg(any(test, feature = "test-hooks"))]
     pub fn num_entries(&self) -> u64 {
         self.props.num_entries
     }

@@ -49,6 +49,7 @@ impl ExtentIterator {
     }
 
     /// The reader iterated.
+    #[cfg(any(test, feature = "test-hooks"))]
     pub fn reader(&self) -> &Arc<ExtentReader> {
         &self.reader
     }

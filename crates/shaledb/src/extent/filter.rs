@@ -171,6 +171,7 @@ impl<'a> FilterView<'a> {
     }
 
     /// Number of probes per key.
+    #[cfg(any(test, feature = "test-hooks"))]
     pub fn num_probes(&self) -> u8 {
         self.k
     }

@@ -49,11 +49,10 @@ pub mod reader;
 #[cfg(test)]
 mod tests;
 
-pub use block::{Block, BlockIter};
-pub use builder::{ExtentBuilder, ExtentBuilderOptions, FinishedExtent};
+pub use block::Block;
+pub use builder::{ExtentBuilder, ExtentBuilderOptions};
 pub use compression::CompressionType;
 pub use extent_iter::ExtentIterator;
-pub use properties::ExtentProperties;
 pub use reader::ExtentReader;
 
 use crate::error::Error;

@@ -264,6 +264,7 @@ impl ExtentReader {
     }
 
     /// The extent's properties.
+    #[cfg(any(test, feature = "test-hooks"))]
     pub fn properties(&self) -> &ExtentProperties {
         &self.props
     }

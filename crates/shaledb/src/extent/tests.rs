@@ -2,6 +2,7 @@
 //! tests over real files (`PosixFs` in a temporary directory).
 #![allow(clippy::indexing_slicing)] // tests index fixtures they built
 
+use super::builder::FinishedExtent;
 use super::*;
 use crate::cache::BlockCache;
 use crate::env::posix::PosixFs;

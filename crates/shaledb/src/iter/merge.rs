@@ -116,6 +116,7 @@ impl<'a> MergingIterator<'a> {
     }
 
     /// Number of children.
+    #[cfg(test)]
     pub fn num_children(&self) -> usize {
         self.children.len()
     }

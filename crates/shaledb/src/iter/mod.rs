@@ -8,6 +8,7 @@
 pub mod level_iter;
 pub mod merge;
 pub mod range_del;
+#[cfg(test)]
 pub mod vec_iter;
 
 use crate::error::Result;

@@ -136,6 +136,7 @@ impl RangeTombstones {
     }
 
     /// The fragments, sorted and non-overlapping, with their max sequence.
+    #[cfg(test)]
     pub fn fragments(&self) -> &[Fragment] {
         &self.fragments
     }
@@ -202,6 +203,7 @@ impl RangeTombstones {
 
     /// The fragments clipped to `[lo, hi)`, with their max sequence
     /// (compaction splits tombstones among output extents this way).
+    #[cfg(test)]
     pub fn fragments_between(&self, lo: &[u8], hi: Option<&[u8]>) -> Vec<Fragment> {
         self.clipped(lo, hi)
             .filter_map(|(i, b, e)| {

@@ -30,11 +30,6 @@ impl VecIterator {
         VecIterator { entries, pos }
     }
 
-    /// Number of entries.
-    pub fn len(&self) -> usize {
-        self.entries.len()
-    }
-
     /// True if there are no entries.
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()

@@ -70,6 +70,7 @@ pub struct MemTable {
 
 impl MemTable {
     /// An empty memtable fed by WAL segment `id`.
+    #[cfg(any(test, feature = "test-hooks"))]
     pub fn new(id: u64) -> Self {
         Self::with_chunk_size(id, super::arena::DEFAULT_CHUNK_SIZE)
     }
@@ -96,6 +97,7 @@ impl MemTable {
     }
 
     /// The WAL segment number that feeds this memtable.
+    #[cfg(any(test, feature = "test-hooks"))]
     pub fn id(&self) -> u64 {
         self.id
     }
@@ -214,6 +216,7 @@ impl MemTable {
     }
 
     /// Point deletes plus range tombstones added.
+    #[cfg(any(test, feature = "test-hooks"))]
     pub fn num_deletes(&self) -> u64 {
         self.stats.num_deletes.load(Ordering::Relaxed)
     }
@@ -224,6 +227,7 @@ impl MemTable {
     }
 
     /// Smallest sequence added, `u64::MAX` when empty.
+    #[cfg(any(test, feature = "test-hooks"))]
     pub fn smallest_seq(&self) -> SequenceNumber {
         self.stats.smallest_seq.load(Ordering::Relaxed)
     }

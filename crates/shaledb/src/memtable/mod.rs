@@ -11,9 +11,9 @@
 //!
 //! ```
 //! use std::sync::Arc;
-//! use shaledb::iter::InternalIterator;
-//! use shaledb::memtable::MemTable;
-//! use shaledb::types::ValueKind;
+//! // Internal layers are reachable from outside only through the
+//! // `test-hooks` feature (the crate's own tests and doc-tests have it).
+//! use shaledb::test_hooks::{InternalIterator, MemTable, ValueKind};
 //!
 //! let mem = Arc::new(MemTable::new(7));
 //! mem.add(1, ValueKind::Put, b"apple", b"red");
@@ -40,4 +40,4 @@ mod memtable;
 mod node;
 pub mod skiplist;
 
-pub use memtable::{MemGet, MemTable, MemTableIterator};
+pub use memtable::MemTable;

@@ -34,7 +34,7 @@
 //!
 //! ```
 //! use std::time::Duration;
-//! use shaledb::txn::lock_manager::{LockManager, LockMode};
+//! use shaledb::test_hooks::{LockManager, LockMode}; // internal: `test-hooks` only
 //!
 //! let lm = LockManager::new(64);
 //! let t = Duration::from_millis(10);
@@ -304,6 +304,7 @@ impl LockManager {
     }
 
     /// The mode `txn` holds on `(cf, key)`, if any.
+    #[cfg(any(test, feature = "test-hooks"))]
     pub fn is_locked_by(&self, txn: TxnId, cf: u32, key: &[u8]) -> Option<LockMode> {
         let table = self.partition(cf, key).table.lock();
         table.get(&cf)?.get(key)?.held_mode(txn)
@@ -311,6 +312,7 @@ impl LockManager {
 
     /// Number of granted `(transaction, key)` locks. Partitions are counted one
     /// at a time, so under concurrency the sum is not an atomic snapshot.
+    #[cfg(test)]
     pub fn num_locks(&self) -> usize {
         self.partitions
             .iter()

@@ -20,7 +20,7 @@
 //! `[d, g)` overlaps both, so the set becomes the single range `[b, h\0)`.
 //!
 //! ```
-//! use shaledb::txn::ReadSet;
+//! use shaledb::test_hooks::ReadSet; // internal: `test-hooks` only
 //! let mut rs = ReadSet::default();
 //! rs.add_range(0, b"b", Some(b"e"));
 //! rs.add_range(0, b"f", Some(b"h\0"));
@@ -62,16 +62,19 @@ fn max_hi(a: Option<Vec<u8>>, b: Option<Vec<u8>>) -> Option<Vec<u8>> {
 
 impl ReadSet {
     /// An empty read set.
+    #[cfg(test)]
     pub fn new() -> Self {
         ReadSet::default()
     }
 
     /// True when nothing was read.
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.points.is_empty() && self.ranges.is_empty()
     }
 
     /// Forgets everything.
+    #[cfg(test)]
     pub fn clear(&mut self) {
         self.points.clear();
         self.ranges.clear();
@@ -133,6 +136,7 @@ impl ReadSet {
     }
 
     /// Number of point reads plus number of merged ranges.
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.points.len() + self.ranges.values().map(BTreeMap::len).sum::<usize>()
     }

@@ -125,7 +125,7 @@ pub struct Txn {
 }
 
 impl Db {
-    /// Starts a pessimistic transaction (see [`crate::txn::transaction`]).
+    /// Starts a pessimistic transaction (see [`crate::txn`]).
     pub fn begin(&self, opts: TxnOptions) -> Txn {
         let (snapshot, prepared_at_begin) = match opts.isolation {
             Isolation::SnapshotIsolation => (Some(self.snapshot()), Vec::new()),

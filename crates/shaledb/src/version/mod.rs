@@ -10,5 +10,5 @@ pub mod version_set;
 pub use edit::VersionEdit;
 pub use extent_meta::ExtentMeta;
 pub use space::ExtentSpace;
-pub use version::{find_in_level, CfVersion, Extent, L0Run, Version};
+pub use version::{CfVersion, Extent, Version};
 pub use version_set::{VersionSet, DEFAULT_CF_ID, DEFAULT_CF_NAME};

@@ -96,11 +96,6 @@ impl ExtentSpace {
         self.cache.as_ref()
     }
 
-    /// The file system.
-    pub fn fs(&self) -> &Arc<dyn FileSystem> {
-        &self.fs
-    }
-
     /// Byte size of one slot.
     pub fn extent_size(&self) -> u64 {
         self.extent_size

@@ -168,23 +168,9 @@ impl CfVersion {
     }
 }
 
-/// Binary search in a sorted level for the extent that may hold `user_key`.
-pub fn find_in_level<'a>(exts: &'a [Arc<Extent>], user_key: &[u8]) -> Option<&'a Arc<Extent>> {
-    let i = exts.partition_point(|e| e.meta.largest.as_slice() < user_key);
-    exts.get(i)
-        .filter(|e| e.meta.smallest.as_slice() <= user_key)
-}
-
 /// The extent set of every column family.
 #[derive(Debug, Clone, Default)]
 pub struct Version {
     /// By column-family id.
     pub cfs: BTreeMap<u32, Arc<CfVersion>>,
-}
-
-impl Version {
-    /// The column family `id`.
-    pub fn cf(&self, id: u32) -> Option<&Arc<CfVersion>> {
-        self.cfs.get(&id)
-    }
 }

@@ -343,16 +343,6 @@ impl VersionSet {
         &self.space
     }
 
-    /// Number of levels, L0 included.
-    pub fn num_levels(&self) -> usize {
-        self.num_levels
-    }
-
-    /// WAL segments below this number are flushed.
-    pub fn log_number(&self) -> u64 {
-        self.manifest.lock().as_ref().map_or(0, |m| m.log_number)
-    }
-
     /// Appends `edit` to the manifest (fsynced: the commit point), then installs
     /// the new version. Edits are serialized.
     pub fn log_and_apply(&self, mut edit: VersionEdit) -> Result<Arc<Version>> {

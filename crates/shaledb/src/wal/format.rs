@@ -34,6 +34,7 @@ pub const FORMAT_VERSION: u32 = 1;
 pub const FILE_HEADER_PAYLOAD_LEN: usize = 20;
 
 /// Bytes the file-header record occupies at offset 0.
+#[cfg(test)]
 pub const FILE_HEADER_RECORD_LEN: usize = HEADER_SIZE + FILE_HEADER_PAYLOAD_LEN;
 
 /// Largest payload one fragment can carry (fits in the u16 length field).

@@ -159,11 +159,6 @@ impl LogReader {
         self.torn
     }
 
-    /// The log number this reader accepts.
-    pub fn log_number(&self) -> u64 {
-        self.log_number
-    }
-
     fn read_file_header(&mut self) -> Result<()> {
         if !self.fill()? {
             self.state = State::Ended; // empty file: empty log

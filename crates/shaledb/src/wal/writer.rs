@@ -27,6 +27,7 @@ const PADDING: [u8; HEADER_SIZE] = [0; HEADER_SIZE];
 /// leader, or the manifest writer under the version lock).
 pub struct LogWriter {
     file: Box<dyn WritableFile>,
+    #[cfg(any(test, feature = "test-hooks"))]
     log_number: u64,
     /// Low 32 bits of `log_number`, stored in every fragment header.
     tag: u32,
@@ -52,6 +53,7 @@ impl LogWriter {
         }
         let mut w = LogWriter {
             file,
+            #[cfg(any(test, feature = "test-hooks"))]
             log_number,
             tag: log_tag(log_number),
             size: 0,
@@ -117,6 +119,7 @@ impl LogWriter {
     }
 
     /// The log number this file was started with.
+    #[cfg(any(test, feature = "test-hooks"))]
     pub fn log_number(&self) -> u64 {
         self.log_number
     }

@@ -103,6 +103,7 @@ impl LockEntry {
         self.holders.iter().find(|h| h.txn == txn).map(|h| h.mode)
     }
 
+    #[cfg(test)]
     pub(super) fn num_holders(&self) -> usize {
         self.holders.len()
     }
