@@ -198,7 +198,7 @@ impl Options {
 
     /// The memory limit of WAL replay in force: `recovery_memory_limit`, or
     /// `write_buffer_size * max_write_buffer_number` (saturating) when it is 0.
-    pub fn recovery_memory_budget(&self) -> usize {
+    pub(crate) fn recovery_memory_budget(&self) -> usize {
         match self.recovery_memory_limit {
             0 => self
                 .write_buffer_size
@@ -208,7 +208,7 @@ impl Options {
     }
 
     /// Compression used for extents written to `level`.
-    pub fn compression_for_level(&self, level: usize) -> CompressionType {
+    pub(crate) fn compression_for_level(&self, level: usize) -> CompressionType {
         self.compression_per_level
             .get(level)
             .or(self.compression_per_level.last())
@@ -217,7 +217,7 @@ impl Options {
     }
 
     /// Target bytes of level `level >= 1` (the last level has no target).
-    pub fn level_target(&self, level: usize) -> u64 {
+    pub(crate) fn level_target(&self, level: usize) -> u64 {
         let mut t = self.l1_target_size;
         for _ in 1..level {
             t = t.saturating_mul(self.level_size_ratio);
