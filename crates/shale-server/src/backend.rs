@@ -36,11 +36,41 @@ pub enum Value {
     Null,
     Int(i64),
     UInt(u64),
+    Float(f32),
     Double(f64),
     /// Exact decimal, already formatted (`-12.50`).
     Decimal(String),
     /// Strings and byte strings.
     Bytes(Vec<u8>),
+    /// DATE (the time fields are zero).
+    Date(DateTime),
+    /// DATETIME / TIMESTAMP.
+    DateTime(DateTime),
+    /// TIME: a signed duration.
+    Time(Duration),
+}
+
+/// A calendar date and time of day, as the protocol carries it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DateTime {
+    pub year: u16,
+    pub month: u8,
+    pub day: u8,
+    pub hour: u8,
+    pub minute: u8,
+    pub second: u8,
+    pub micros: u32,
+}
+
+/// A TIME value: `[-]days hh:mm:ss.micros`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Duration {
+    pub negative: bool,
+    pub days: u32,
+    pub hour: u8,
+    pub minute: u8,
+    pub second: u8,
+    pub micros: u32,
 }
 
 impl Value {
@@ -52,7 +82,28 @@ impl Value {
             Value::Null => Ok(()),
             Value::Int(n) => write!(out, "{n}"),
             Value::UInt(n) => write!(out, "{n}"),
+            Value::Float(f) => write!(out, "{f}"),
             Value::Double(d) => write!(out, "{d}"),
+            Value::Date(d) => write!(out, "{:04}-{:02}-{:02}", d.year, d.month, d.day),
+            Value::DateTime(d) => write!(
+                out,
+                "{:04}-{:02}-{:02} {:02}:{:02}:{:02}",
+                d.year, d.month, d.day, d.hour, d.minute, d.second
+            )
+            .and_then(|()| match d.micros {
+                0 => Ok(()),
+                m => write!(out, ".{m:06}"),
+            }),
+            Value::Time(t) => {
+                let hours = u64::from(t.days) * 24 + u64::from(t.hour);
+                let sign = if t.negative { "-" } else { "" };
+                write!(out, "{sign}{hours:02}:{:02}:{:02}", t.minute, t.second).and_then(|()| {
+                    match t.micros {
+                        0 => Ok(()),
+                        m => write!(out, ".{m:06}"),
+                    }
+                })
+            }
             Value::Decimal(s) => {
                 out.extend_from_slice(s.as_bytes());
                 Ok(())
@@ -142,6 +193,15 @@ impl Reply {
     }
 }
 
+/// What preparing a statement tells the client.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Prepared {
+    /// Number of `?` placeholders.
+    pub params: u16,
+    /// The result columns (empty for statements without a result set).
+    pub columns: Vec<Column>,
+}
+
 /// One client connection's state in the database (current database,
 /// transaction, session variables). Used by one thread at a time.
 pub trait Session: Send {
@@ -156,6 +216,13 @@ pub trait Session: Send {
     fn autocommit(&self) -> bool;
     /// `COM_RESET_CONNECTION`: roll back, drop session state.
     fn reset(&mut self) -> Result<(), SqlError>;
+    /// `COM_STMT_PREPARE`: prepares `sql` as statement `id` (ids are the
+    /// connection's, unique until closed).
+    fn prepare(&mut self, id: u32, sql: &str) -> Result<Prepared, SqlError>;
+    /// `COM_STMT_EXECUTE`: runs statement `id` with `params`.
+    fn execute(&mut self, id: u32, params: &[Value]) -> Result<Reply, SqlError>;
+    /// `COM_STMT_CLOSE`.
+    fn close_statement(&mut self, id: u32);
 }
 
 /// The database behind the server.

@@ -7,7 +7,7 @@
 //! packets and packets over 16 MiB in both directions.
 #![allow(clippy::unwrap_used, clippy::indexing_slicing)] // a panic in a test is a failure
 
-use shale_server::backend::{Backend, Column, Reply, Session, SqlError, Value};
+use shale_server::backend::{Backend, Column, Prepared, Reply, Session, SqlError, Value};
 use shale_server::mysql::auth::Credentials;
 use shale_server::mysql::consts::ColumnType;
 use shale_server::server::{Server, ServerConfig, ShutdownHandle};
@@ -66,6 +66,42 @@ impl Session for FixtureSession {
     fn reset(&mut self) -> Result<(), SqlError> {
         Ok(())
     }
+    /// `SELECT ?, ?, ...` only: one result column per placeholder.
+    fn prepare(&mut self, _id: u32, sql: &str) -> Result<Prepared, SqlError> {
+        if !sql.starts_with("SELECT ?") {
+            return Err(SqlError::new(
+                1064,
+                *b"42000",
+                "fixture prepares SELECT ? only",
+            ));
+        }
+        let n = sql.matches('?').count();
+        Ok(Prepared {
+            params: u16::try_from(n).unwrap(),
+            columns: vec![Column::new("?", ColumnType::VarString); n],
+        })
+    }
+    /// Echoes the parameters, each in a column of its own type.
+    fn execute(&mut self, _id: u32, params: &[Value]) -> Result<Reply, SqlError> {
+        let columns = params
+            .iter()
+            .map(|p| {
+                let t = match p {
+                    Value::Int(_) | Value::UInt(_) => ColumnType::LongLong,
+                    Value::Double(_) => ColumnType::Double,
+                    Value::DateTime(_) => ColumnType::DateTime,
+                    Value::Null => ColumnType::Null,
+                    _ => ColumnType::VarString,
+                };
+                Column::new("?", t)
+            })
+            .collect();
+        Ok(Reply::Rows {
+            columns,
+            rows: vec![params.to_vec()],
+        })
+    }
+    fn close_statement(&mut self, _id: u32) {}
 }
 
 impl FixtureSession {
@@ -414,4 +450,96 @@ fn connections_over_the_limit_get_1040() {
     assert_eq!(greeting[4], 10);
     let out = mariadb(s.addr, &["-uroot", "-prootpw", "-e", "SELECT 1"], "");
     assert!(text(&out.stderr).contains("1040"), "{}", text(&out.stderr));
+}
+
+/// Sends one command packet (sequence 0).
+fn command(c: &mut TcpStream, payload: &[u8]) {
+    let l = u32::try_from(payload.len()).unwrap().to_le_bytes();
+    c.write_all(&[l[0], l[1], l[2], 0]).unwrap();
+    c.write_all(payload).unwrap();
+}
+
+/// Prepare, send a parameter as long data, execute twice (the second time
+/// reusing the bound types), read binary rows; close; unknown ids fail.
+#[test]
+fn prepared_statements_over_the_binary_protocol() {
+    let s = start(ServerConfig::default());
+    let mut c = raw_login(s.addr, "root", "rootpw");
+    command(&mut c, b"\x16SELECT ?, ?, ?");
+    let ok = read_packet(&mut c);
+    assert_eq!(ok[0], 0x00);
+    let id = u32::from_le_bytes([ok[1], ok[2], ok[3], ok[4]]);
+    assert_eq!(u16::from_le_bytes([ok[5], ok[6]]), 3, "columns");
+    assert_eq!(u16::from_le_bytes([ok[7], ok[8]]), 3, "params");
+    for _ in 0..3 + 1 + 3 + 1 {
+        read_packet(&mut c); // parameter and column definitions, each + EOF
+    }
+    // Parameter 2 as long data, in two pieces.
+    for piece in [&b"ab"[..], &b"c"[..]] {
+        let mut p = vec![0x18];
+        p.extend_from_slice(&id.to_le_bytes());
+        p.extend_from_slice(&2u16.to_le_bytes());
+        p.extend_from_slice(piece);
+        command(&mut c, &p);
+    }
+    let mut p = vec![0x17];
+    p.extend_from_slice(&id.to_le_bytes());
+    p.extend_from_slice(&[0, 1, 0, 0, 0]); // flags, iteration count
+    p.push(0b0000_0010); // parameter 1 is NULL
+    p.push(1); // types follow
+    p.extend_from_slice(&[0x08, 0x00, 0x0f, 0x00, 0xfe, 0x00]);
+    p.extend_from_slice(&(-42i64).to_le_bytes());
+    command(&mut c, &p);
+    let row = read_result_row(&mut c);
+    // Header, bitmap (NULL at column 1 -> bit 3), -42 as 8 bytes, "abc".
+    let mut want = vec![0x00, 0b0000_1000];
+    want.extend_from_slice(&(-42i64).to_le_bytes());
+    want.extend_from_slice(&[3, b'a', b'b', b'c']);
+    assert_eq!(row, want);
+    // Second execute: no types, all three values inline.
+    let mut p = vec![0x17];
+    p.extend_from_slice(&id.to_le_bytes());
+    p.extend_from_slice(&[0, 1, 0, 0, 0, 0, 0]);
+    p.extend_from_slice(&7i64.to_le_bytes());
+    p.extend_from_slice(&[1, b'x', 1, b'y']);
+    command(&mut c, &p);
+    let row = read_result_row(&mut c);
+    let mut want = vec![0x00, 0x00];
+    want.extend_from_slice(&7i64.to_le_bytes());
+    want.extend_from_slice(&[1, b'x', 1, b'y']);
+    assert_eq!(row, want);
+    // Close, then executing it is ERR 1243.
+    let mut p = vec![0x19];
+    p.extend_from_slice(&id.to_le_bytes());
+    command(&mut c, &p);
+    let mut p = vec![0x17];
+    p.extend_from_slice(&id.to_le_bytes());
+    p.extend_from_slice(&[0, 1, 0, 0, 0]);
+    command(&mut c, &p);
+    let e = read_packet(&mut c);
+    assert_eq!(e[0], 0xff);
+    assert_eq!(u16::from_le_bytes([e[1], e[2]]), 1243);
+    // A prepare error is an ERR and the connection goes on.
+    command(&mut c, b"\x16DELETE FROM t");
+    assert_eq!(read_packet(&mut c)[0], 0xff);
+    command(&mut c, b"\x0e");
+    assert_eq!(read_packet(&mut c)[0], 0x00);
+}
+
+/// Reads a one-row binary result set and returns the row packet.
+fn read_result_row(c: &mut TcpStream) -> Vec<u8> {
+    let count = read_packet(c);
+    assert_ne!(
+        count[0],
+        0xff,
+        "execute failed: {:?}",
+        String::from_utf8_lossy(&count)
+    );
+    for _ in 0..count[0] {
+        read_packet(c);
+    }
+    assert_eq!(read_packet(c)[0], 0xfe);
+    let row = read_packet(c);
+    assert_eq!(read_packet(c)[0], 0xfe);
+    row
 }

@@ -48,7 +48,11 @@ pub fn serve_connection<B: Backend, S: Read + Write>(
         Ok(s) => s,
         Err(e) => return fail(&mut io, e),
     };
-    let mut conn = Conn { io, session };
+    let mut conn = Conn {
+        io,
+        session,
+        stmts: Default::default(),
+    };
     match conn.command_loop() {
         Ok(()) => Ok(()),
         Err(e) => fail(&mut conn.io, e),
@@ -148,7 +152,7 @@ fn authenticate<B: Backend, S: Read + Write>(
     Ok(session)
 }
 
-fn session_status(s: &impl Session) -> u16 {
+pub(super) fn session_status(s: &impl Session) -> u16 {
     let mut st = 0;
     if s.autocommit() {
         st |= status::AUTOCOMMIT;
@@ -159,9 +163,11 @@ fn session_status(s: &impl Session) -> u16 {
     st
 }
 
-struct Conn<S: Read + Write, T: Session> {
-    io: PacketIo<S>,
-    session: T,
+pub(super) struct Conn<S: Read + Write, T: Session> {
+    pub(super) io: PacketIo<S>,
+    pub(super) session: T,
+    /// Prepared statements of this connection (`mysql/stmt.rs`).
+    pub(super) stmts: super::stmt::Statements,
 }
 
 impl<S: Read + Write, T: Session> Conn<S, T> {
@@ -185,10 +191,18 @@ impl<S: Read + Write, T: Session> Conn<S, T> {
                         Err(e) => self.send_err(&e)?,
                     }
                 }
-                com::RESET_CONNECTION => match self.session.reset() {
-                    Ok(()) => self.send_ok(0, 0, 0)?,
-                    Err(e) => self.send_err(&e)?,
-                },
+                com::RESET_CONNECTION => {
+                    self.close_all_statements();
+                    match self.session.reset() {
+                        Ok(()) => self.send_ok(0, 0, 0)?,
+                        Err(e) => self.send_err(&e)?,
+                    }
+                }
+                com::STMT_PREPARE => self.stmt_prepare(body)?,
+                com::STMT_EXECUTE => self.stmt_execute(body)?,
+                com::STMT_SEND_LONG_DATA => self.stmt_send_long_data(body)?,
+                com::STMT_CLOSE => self.stmt_close(body)?,
+                com::STMT_RESET => self.stmt_reset(body)?,
                 other => self.send_err(&SqlError::new(
                     err::UNKNOWN_COM,
                     *b"08S01",
@@ -259,14 +273,19 @@ impl<S: Read + Write, T: Session> Conn<S, T> {
         self.io.flush()
     }
 
-    fn send_ok(&mut self, affected: u64, last_id: u64, warnings: u16) -> Result<(), ProtocolError> {
+    pub(super) fn send_ok(
+        &mut self,
+        affected: u64,
+        last_id: u64,
+        warnings: u16,
+    ) -> Result<(), ProtocolError> {
         let st = session_status(&self.session);
         self.io
             .write_payload(&ok_packet(affected, last_id, st, warnings, ""));
         self.io.flush()
     }
 
-    fn send_err(&mut self, e: &SqlError) -> Result<(), ProtocolError> {
+    pub(super) fn send_err(&mut self, e: &SqlError) -> Result<(), ProtocolError> {
         self.io.write_payload(&err_packet(e));
         self.io.flush()
     }

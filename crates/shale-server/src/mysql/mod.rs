@@ -5,11 +5,13 @@
 //! [`conn`] (one connection's state machine).
 
 pub mod auth;
+pub mod binary;
 pub mod conn;
 pub mod consts;
 pub mod handshake;
 pub mod packet;
 pub mod results;
+mod stmt;
 pub mod wire;
 
 use crate::backend::SqlError;
