@@ -11,3 +11,4 @@
 pub mod backend;
 pub mod mysql;
 pub mod server;
+pub mod tls;

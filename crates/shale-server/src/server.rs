@@ -138,7 +138,9 @@ impl<B: Backend> Server<B> {
             let t = std::thread::Builder::new()
                 .name(format!("conn-{id}"))
                 .spawn(move || {
-                    if let Err(e) = serve_connection(backend.as_ref(), stream, id, &peer, &cfg) {
+                    if let Err(e) =
+                        serve_connection(backend.as_ref(), Box::new(stream), id, &peer, &cfg)
+                    {
                         tracing::debug!(connection = id, error = %e, "connection ended");
                     }
                     lock(&open).remove(&id);

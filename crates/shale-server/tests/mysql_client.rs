@@ -543,3 +543,36 @@ fn read_result_row(c: &mut TcpStream) -> Vec<u8> {
     assert_eq!(read_packet(c)[0], 0xfe);
     row
 }
+
+/// TLS: a client that asks for it gets it (the server requires it here, so
+/// a plaintext login is refused with 3159), and the generated certificate
+/// verifies for 127.0.0.1.
+#[test]
+fn tls_with_the_generated_certificate() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = ServerConfig::default();
+    cfg.conn.tls = Some(shale_server::tls::load_or_create(dir.path()).unwrap());
+    cfg.conn.require_tls = true;
+    let s = start(cfg);
+    let ca = dir.path().join(shale_server::tls::CERT_FILE);
+    let out = mariadb(
+        s.addr,
+        &[
+            "-uroot",
+            "-prootpw",
+            "--ssl",
+            &format!("--ssl-ca={}", ca.display()),
+            "--ssl-verify-server-cert",
+            "-e",
+            "SELECT 'secure'",
+        ],
+        "",
+    );
+    assert_eq!(text(&out.stdout), "secure\n", "{}", text(&out.stderr));
+    let out = mariadb(
+        s.addr,
+        &["-uroot", "-prootpw", "--skip-ssl", "-e", "SELECT 1"],
+        "",
+    );
+    assert!(text(&out.stderr).contains("3159"), "{}", text(&out.stderr));
+}

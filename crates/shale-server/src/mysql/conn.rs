@@ -13,6 +13,16 @@ use super::results::{column_definition, eof_packet, err_packet, ok_packet, text_
 use super::{auth, ProtocolError};
 use crate::backend::{Backend, Reply, Session, SqlError};
 use std::io::{Read, Write};
+use std::sync::Arc;
+
+/// A connection's byte stream: a socket, TLS over a socket, or a test
+/// pipe. Boxed, so the switch to TLS in the middle of the handshake keeps
+/// one type.
+pub trait Transport: Read + Write + Send {}
+impl<T: Read + Write + Send> Transport for T {}
+
+/// The stream type connections are served on.
+pub type BoxedTransport = Box<dyn Transport>;
 
 /// Server-wide settings a connection needs.
 #[derive(Clone, Debug)]
@@ -22,6 +32,10 @@ pub struct ConnConfig {
     pub max_allowed_packet: usize,
     /// The plugin announced in the greeting.
     pub default_plugin: &'static str,
+    /// TLS offered to clients (capability `SSL`), if configured.
+    pub tls: Option<Arc<rustls::ServerConfig>>,
+    /// Refuse clients that do not switch to TLS (error 3159).
+    pub require_tls: bool,
 }
 
 impl Default for ConnConfig {
@@ -30,15 +44,17 @@ impl Default for ConnConfig {
             server_version: format!("8.0.36-ShaleDB-{}", env!("CARGO_PKG_VERSION")),
             max_allowed_packet: 64 << 20,
             default_plugin: auth::NATIVE,
+            tls: None,
+            require_tls: false,
         }
     }
 }
 
 /// Serves one connection to the end. `peer_host` is the client's address as
 /// accounts name it (`127.0.0.1`).
-pub fn serve_connection<B: Backend, S: Read + Write>(
+pub fn serve_connection<B: Backend>(
     backend: &B,
-    stream: S,
+    stream: BoxedTransport,
     connection_id: u32,
     peer_host: &str,
     cfg: &ConnConfig,
@@ -68,9 +84,9 @@ fn fail<S: Read + Write>(io: &mut PacketIo<S>, e: ProtocolError) -> Result<(), P
     Err(e)
 }
 
-fn authenticate<B: Backend, S: Read + Write>(
+fn authenticate<B: Backend>(
     backend: &B,
-    io: &mut PacketIo<S>,
+    io: &mut PacketIo<BoxedTransport>,
     connection_id: u32,
     peer_host: &str,
     cfg: &ConnConfig,
@@ -80,7 +96,11 @@ fn authenticate<B: Backend, S: Read + Write>(
         server_version: &cfg.server_version,
         connection_id,
         nonce: &nonce,
-        capabilities: cap::SERVER,
+        capabilities: if cfg.tls.is_some() {
+            cap::SERVER | cap::SSL
+        } else {
+            cap::SERVER
+        },
         charset: u8::try_from(charset::UTF8MB4_BIN).unwrap_or(46),
         status: status::AUTOCOMMIT,
         plugin: cfg.default_plugin,
@@ -88,10 +108,31 @@ fn authenticate<B: Backend, S: Read + Write>(
     io.flush()?;
     let payload = io.read_payload()?.ok_or(ProtocolError::Closed)?;
     let resp: HandshakeResponse = match handshake::decode_client_hello(&payload)? {
-        ClientHello::Response(r) => r,
-        // SSL is not offered in the greeting, so a client asking for it
-        // ignored the capabilities.
-        ClientHello::Ssl { .. } => return Err(ProtocolError::Unsupported("TLS")),
+        ClientHello::Response(r) => {
+            if cfg.require_tls {
+                return Err(ProtocolError::Refused(SqlError::new(
+                    3159,
+                    *b"HY000",
+                    "Connections using insecure transport are prohibited while \
+                     --require_secure_transport=ON.",
+                )));
+            }
+            r
+        }
+        ClientHello::Ssl { .. } => {
+            let tls = cfg
+                .tls
+                .clone()
+                .ok_or(ProtocolError::Unsupported("TLS was not offered"))?;
+            start_tls(io, tls, cfg.max_allowed_packet)?;
+            let payload = io.read_payload()?.ok_or(ProtocolError::Closed)?;
+            match handshake::decode_client_hello(&payload)? {
+                ClientHello::Response(r) => r,
+                ClientHello::Ssl { .. } => {
+                    return Err(ProtocolError::Malformed("second SSLRequest"))
+                }
+            }
+        }
     };
     let denied = |using_password: bool| {
         ProtocolError::AccessDenied(SqlError::new(
@@ -150,6 +191,22 @@ fn authenticate<B: Backend, S: Read + Write>(
     io.write_payload(&ok_packet(0, 0, status, 0, ""));
     io.flush()?;
     Ok(session)
+}
+
+/// Switches `io` to TLS after an SSLRequest; the sequence id carries on.
+fn start_tls(
+    io: &mut PacketIo<BoxedTransport>,
+    tls: Arc<rustls::ServerConfig>,
+    max_packet: usize,
+) -> Result<(), ProtocolError> {
+    let placeholder: BoxedTransport = Box::new(std::io::empty());
+    let plain = std::mem::replace(io, PacketIo::new(placeholder, max_packet));
+    let (stream, seq) = plain.into_inner()?;
+    let conn = rustls::ServerConnection::new(tls)
+        .map_err(|e| ProtocolError::Io(std::io::Error::other(e)))?;
+    let secure: BoxedTransport = Box::new(rustls::StreamOwned::new(conn, stream));
+    *io = PacketIo::resume(secure, seq, max_packet);
+    Ok(())
 }
 
 pub(super) fn session_status(s: &impl Session) -> u16 {
