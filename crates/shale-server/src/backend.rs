@@ -1,0 +1,236 @@
+//! What the wire protocol asks of the database behind it.
+//!
+//! The protocol layer (`mysql/`) knows packets, not SQL. A [`Backend`]
+//! checks accounts and opens a [`Session`] per connection; the session runs
+//! statements and answers with [`Reply`]s made of protocol-level
+//! [`Column`]s and [`Value`]s. The SQL layer implements these traits; the
+//! protocol tests implement them with small fixtures.
+
+use crate::mysql::auth::Credentials;
+use crate::mysql::consts::{charset, ColumnType};
+
+/// An error as the client sees it: MySQL error code, SQLSTATE, message.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("ERROR {code} ({}): {message}", String::from_utf8_lossy(state))]
+pub struct SqlError {
+    pub code: u16,
+    pub state: [u8; 5],
+    pub message: String,
+}
+
+impl SqlError {
+    /// An error with this code, SQLSTATE and message.
+    pub fn new(code: u16, state: [u8; 5], message: impl Into<String>) -> Self {
+        SqlError {
+            code,
+            state,
+            message: message.into(),
+        }
+    }
+}
+
+/// A value in a result row. The text protocol sends its text form; the
+/// binary protocol (prepared statements) its typed form.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Value {
+    Null,
+    Int(i64),
+    UInt(u64),
+    Float(f32),
+    Double(f64),
+    /// Exact decimal, already formatted (`-12.50`).
+    Decimal(String),
+    /// Strings and byte strings.
+    Bytes(Vec<u8>),
+    /// DATE (the time fields are zero).
+    Date(DateTime),
+    /// DATETIME / TIMESTAMP.
+    DateTime(DateTime),
+    /// TIME: a signed duration.
+    Time(Duration),
+}
+
+/// A calendar date and time of day, as the protocol carries it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DateTime {
+    pub year: u16,
+    pub month: u8,
+    pub day: u8,
+    pub hour: u8,
+    pub minute: u8,
+    pub second: u8,
+    pub micros: u32,
+}
+
+/// A TIME value: `[-]days hh:mm:ss.micros`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Duration {
+    pub negative: bool,
+    pub days: u32,
+    pub hour: u8,
+    pub minute: u8,
+    pub second: u8,
+    pub micros: u32,
+}
+
+impl Value {
+    /// Appends the text-protocol form (NULL is handled by the caller).
+    pub fn write_text(&self, out: &mut Vec<u8>) {
+        use std::io::Write as _;
+        // Writing to a Vec cannot fail.
+        let _ = match self {
+            Value::Null => Ok(()),
+            Value::Int(n) => write!(out, "{n}"),
+            Value::UInt(n) => write!(out, "{n}"),
+            Value::Float(f) => write!(out, "{f}"),
+            Value::Double(d) => write!(out, "{d}"),
+            Value::Date(d) => write!(out, "{:04}-{:02}-{:02}", d.year, d.month, d.day),
+            Value::DateTime(d) => write!(
+                out,
+                "{:04}-{:02}-{:02} {:02}:{:02}:{:02}",
+                d.year, d.month, d.day, d.hour, d.minute, d.second
+            )
+            .and_then(|()| match d.micros {
+                0 => Ok(()),
+                m => write!(out, ".{m:06}"),
+            }),
+            Value::Time(t) => {
+                let hours = u64::from(t.days) * 24 + u64::from(t.hour);
+                let sign = if t.negative { "-" } else { "" };
+                write!(out, "{sign}{hours:02}:{:02}:{:02}", t.minute, t.second).and_then(|()| {
+                    match t.micros {
+                        0 => Ok(()),
+                        m => write!(out, ".{m:06}"),
+                    }
+                })
+            }
+            Value::Decimal(s) => {
+                out.extend_from_slice(s.as_bytes());
+                Ok(())
+            }
+            Value::Bytes(b) => {
+                out.extend_from_slice(b);
+                Ok(())
+            }
+        };
+    }
+}
+
+/// A result-set column as column definitions describe it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Column {
+    pub schema: String,
+    pub table: String,
+    pub org_table: String,
+    pub name: String,
+    pub org_name: String,
+    pub charset: u16,
+    /// Maximum display length.
+    pub length: u32,
+    pub col_type: ColumnType,
+    /// `consts::colflag` bits.
+    pub flags: u16,
+    pub decimals: u8,
+}
+
+impl Column {
+    /// A computed column (no table) of `col_type`, with defaults clients
+    /// accept: utf8mb4 for strings, binary for numbers.
+    pub fn new(name: &str, col_type: ColumnType) -> Self {
+        let text = matches!(
+            col_type,
+            ColumnType::VarChar | ColumnType::VarString | ColumnType::String | ColumnType::Blob
+        );
+        Column {
+            schema: String::new(),
+            table: String::new(),
+            org_table: String::new(),
+            name: name.to_owned(),
+            org_name: name.to_owned(),
+            charset: if text {
+                charset::UTF8MB4_BIN
+            } else {
+                charset::BINARY
+            },
+            length: if text { 1 << 16 } else { 21 },
+            col_type,
+            flags: 0,
+            decimals: if matches!(col_type, ColumnType::Double | ColumnType::Float) {
+                31
+            } else {
+                0
+            },
+        }
+    }
+}
+
+/// The answer to one statement.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Reply {
+    /// A statement without a result set.
+    Ok {
+        affected_rows: u64,
+        last_insert_id: u64,
+        warnings: u16,
+        info: String,
+    },
+    /// A result set.
+    Rows {
+        columns: Vec<Column>,
+        rows: Vec<Vec<Value>>,
+    },
+}
+
+impl Reply {
+    /// OK with nothing affected.
+    pub fn ok() -> Self {
+        Reply::Ok {
+            affected_rows: 0,
+            last_insert_id: 0,
+            warnings: 0,
+            info: String::new(),
+        }
+    }
+}
+
+/// What preparing a statement tells the client.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Prepared {
+    /// Number of `?` placeholders.
+    pub params: u16,
+    /// The result columns (empty for statements without a result set).
+    pub columns: Vec<Column>,
+}
+
+/// One client connection's state in the database (current database,
+/// transaction, session variables). Used by one thread at a time.
+pub trait Session: Send {
+    /// Runs the statement(s) in `sql`; one reply per statement, stopping
+    /// at the first error (`COM_QUERY` with multi-statements).
+    fn query(&mut self, sql: &str) -> Vec<Result<Reply, SqlError>>;
+    /// `COM_INIT_DB` / `USE db`.
+    fn set_database(&mut self, db: &str) -> Result<(), SqlError>;
+    /// True inside an explicit transaction (status flag `IN_TRANS`).
+    fn in_transaction(&self) -> bool;
+    /// True with autocommit on (status flag `AUTOCOMMIT`).
+    fn autocommit(&self) -> bool;
+    /// `COM_RESET_CONNECTION`: roll back, drop session state.
+    fn reset(&mut self) -> Result<(), SqlError>;
+    /// `COM_STMT_PREPARE`: prepares `sql` as statement `id` (ids are the
+    /// connection's, unique until closed).
+    fn prepare(&mut self, id: u32, sql: &str) -> Result<Prepared, SqlError>;
+    /// `COM_STMT_EXECUTE`: runs statement `id` with `params`.
+    fn execute(&mut self, id: u32, params: &[Value]) -> Result<Reply, SqlError>;
+    /// `COM_STMT_CLOSE`.
+    fn close_statement(&mut self, id: u32);
+}
+
+/// The database behind the server.
+pub trait Backend: Send + Sync + 'static {
+    type Session: Session;
+    /// The stored verifiers of `user` connecting from `host`, if the
+    /// account exists.
+    fn credentials(&self, user: &str, host: &str) -> Option<Credentials>;
+    /// A new session for an authenticated user, in `database` if given.
+    fn open_session(&self, user: &str, database: Option<&str>) -> Result<Self::Session, SqlError>;
+}

@@ -1,0 +1,14 @@
+//! ShaleDB's network servers.
+//!
+//! The MySQL protocol ([`mysql`]) speaks to any MySQL/MariaDB client over
+//! a [`Backend`](backend::Backend): the database behind it (the SQL layer,
+//! or a test fixture). [`server::Server`] accepts connections on a
+//! loopback address by default and serves each on its own thread.
+//!
+//! Layering: engine (`shaledb`) -> SQL -> `backend` traits -> `mysql`
+//! protocol -> `server` (sockets, threads, shutdown).
+
+pub mod backend;
+pub mod mysql;
+pub mod server;
+pub mod tls;

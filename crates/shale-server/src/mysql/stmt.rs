@@ -1,0 +1,193 @@
+//! Prepared statements on one connection: COM_STMT_PREPARE, _EXECUTE,
+//! _SEND_LONG_DATA, _CLOSE and _RESET (docs/mysql-protocol.md, "Prepared
+//! statements").
+//!
+//! The connection keeps, per statement id, what the protocol needs across
+//! commands: the parameter count, the parameter types the client bound
+//! (sent with the first execute, reused after), long data gathered for
+//! parameters, and the result columns (their types choose the binary
+//! layout of each value). The SQL side of a statement lives in the session.
+
+use super::binary::{binary_row, decode_execute, ParamType};
+use super::conn::{session_status, Conn};
+use super::consts::{err, ColumnType};
+use super::results::{column_definition, eof_packet, err_packet, ok_packet};
+use super::wire::{put_lenenc_int, Reader};
+use super::ProtocolError;
+use crate::backend::{Column, Reply, Session, SqlError};
+use std::collections::HashMap;
+use std::io::{Read, Write};
+
+/// Statements prepared on one connection.
+#[derive(Default)]
+pub(super) struct Statements {
+    next_id: u32,
+    by_id: HashMap<u32, Stmt>,
+}
+
+struct Stmt {
+    params: usize,
+    types: Option<Vec<ParamType>>,
+    long_data: Vec<Option<Vec<u8>>>,
+}
+
+/// Statements per connection; more is refused (ER_MAX_PREPARED_STMT_COUNT
+/// is server-wide in MySQL; a per-connection bound keeps one client from
+/// holding unbounded memory).
+const MAX_STATEMENTS: usize = 16_382;
+
+fn unknown(id: u32) -> SqlError {
+    SqlError::new(
+        err::UNKNOWN_STMT_HANDLER,
+        *b"HY000",
+        format!("Unknown prepared statement handler ({id}) given to mysqld_stmt_execute"),
+    )
+}
+
+impl<S: Read + Write, T: Session> Conn<S, T> {
+    pub(super) fn stmt_prepare(&mut self, body: &[u8]) -> Result<(), ProtocolError> {
+        if self.stmts.by_id.len() >= MAX_STATEMENTS {
+            return self.send_err(&SqlError::new(
+                1461,
+                *b"42000",
+                "Can't create more than max_prepared_stmt_count statements",
+            ));
+        }
+        let Ok(sql) = std::str::from_utf8(body) else {
+            return self.send_err(&SqlError::new(
+                1300,
+                *b"HY000",
+                "Invalid utf8mb4 character string in statement",
+            ));
+        };
+        self.stmts.next_id = self.stmts.next_id.wrapping_add(1).max(1);
+        let id = self.stmts.next_id;
+        let prepared = match self.session.prepare(id, sql) {
+            Ok(p) => p,
+            Err(e) => return self.send_err(&e),
+        };
+        let mut head = vec![0x00];
+        head.extend_from_slice(&id.to_le_bytes());
+        let ncols = u16::try_from(prepared.columns.len()).unwrap_or(u16::MAX);
+        head.extend_from_slice(&ncols.to_le_bytes());
+        head.extend_from_slice(&prepared.params.to_le_bytes());
+        head.push(0);
+        head.extend_from_slice(&0u16.to_le_bytes()); // warnings
+        self.io.write_payload(&head);
+        let st = session_status(&self.session);
+        if prepared.params > 0 {
+            let p = Column::new("?", ColumnType::VarString);
+            for _ in 0..prepared.params {
+                self.io.write_payload(&column_definition(&p));
+            }
+            self.io.write_payload(&eof_packet(0, st));
+        }
+        if !prepared.columns.is_empty() {
+            for c in &prepared.columns {
+                self.io.write_payload(&column_definition(c));
+            }
+            self.io.write_payload(&eof_packet(0, st));
+        }
+        let params = usize::from(prepared.params);
+        self.stmts.by_id.insert(
+            id,
+            Stmt {
+                params,
+                types: None,
+                long_data: vec![None; params],
+            },
+        );
+        self.io.flush()
+    }
+
+    pub(super) fn stmt_execute(&mut self, body: &[u8]) -> Result<(), ProtocolError> {
+        let id = Reader::new(body).u32("statement id")?;
+        let Some(stmt) = self.stmts.by_id.get_mut(&id) else {
+            return self.send_err(&unknown(id));
+        };
+        let exec = decode_execute(body, stmt.params, stmt.types.as_deref(), &stmt.long_data)?;
+        if let Some(t) = exec.new_types {
+            stmt.types = Some(t);
+        }
+        stmt.long_data.iter_mut().for_each(|d| *d = None);
+        let reply = self.session.execute(id, &exec.params);
+        let st = session_status(&self.session);
+        match reply {
+            Err(e) => self.io.write_payload(&err_packet(&e)),
+            Ok(Reply::Ok {
+                affected_rows,
+                last_insert_id,
+                warnings,
+                info,
+            }) => self.io.write_payload(&ok_packet(
+                affected_rows,
+                last_insert_id,
+                st,
+                warnings,
+                &info,
+            )),
+            Ok(Reply::Rows { columns, rows }) => {
+                let mut count = Vec::new();
+                put_lenenc_int(&mut count, columns.len() as u64); // usize -> u64: lossless
+                self.io.write_payload(&count);
+                for c in &columns {
+                    self.io.write_payload(&column_definition(c));
+                }
+                self.io.write_payload(&eof_packet(0, st));
+                let types: Vec<ColumnType> = columns.iter().map(|c| c.col_type).collect();
+                for row in &rows {
+                    self.io.write_payload(&binary_row(&types, row)?);
+                    if self.io.queued() > 1 << 20 {
+                        self.io.flush()?;
+                    }
+                }
+                self.io.write_payload(&eof_packet(0, st));
+            }
+        }
+        self.io.flush()
+    }
+
+    /// No reply, even on error (the protocol has none): a bad id or
+    /// parameter number is remembered by nothing and the execute fails.
+    pub(super) fn stmt_send_long_data(&mut self, body: &[u8]) -> Result<(), ProtocolError> {
+        let mut r = Reader::new(body);
+        let id = r.u32("statement id")?;
+        let param = usize::from(r.u16("parameter id")?);
+        let data = r.rest();
+        if let Some(slot) = self
+            .stmts
+            .by_id
+            .get_mut(&id)
+            .and_then(|s| s.long_data.get_mut(param))
+        {
+            slot.get_or_insert_with(Vec::new).extend_from_slice(data);
+        }
+        Ok(())
+    }
+
+    /// No reply (the protocol has none).
+    pub(super) fn stmt_close(&mut self, body: &[u8]) -> Result<(), ProtocolError> {
+        let id = Reader::new(body).u32("statement id")?;
+        if self.stmts.by_id.remove(&id).is_some() {
+            self.session.close_statement(id);
+        }
+        Ok(())
+    }
+
+    pub(super) fn stmt_reset(&mut self, body: &[u8]) -> Result<(), ProtocolError> {
+        let id = Reader::new(body).u32("statement id")?;
+        match self.stmts.by_id.get_mut(&id) {
+            Some(s) => {
+                s.long_data.iter_mut().for_each(|d| *d = None);
+                self.send_ok(0, 0, 0)
+            }
+            None => self.send_err(&unknown(id)),
+        }
+    }
+
+    pub(super) fn close_all_statements(&mut self) {
+        for (id, _) in self.stmts.by_id.drain() {
+            self.session.close_statement(id);
+        }
+    }
+}
