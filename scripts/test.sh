@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# The test command: everything CI runs. Needs only the Rust toolchain pinned in
-# rust-toolchain.toml (rustup installs it when missing).
+# The test command: everything CI runs. Needs the Rust toolchain pinned in
+# rust-toolchain.toml (rustup installs it when missing); scripts/install-deps.sh
+# installs the Debian packages (a C compiler, the mariadb client) when missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TERM_COLOR=never
+bash scripts/install-deps.sh
 if ! command -v cargo >/dev/null 2>&1; then
   echo "cargo not found: install rustup (https://rustup.rs) first" >&2
   exit 1

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Installs the Debian packages the build and the tests need, when missing:
+#   build-essential  rustc links with cc; zstd-sys and ring compile C
+#   mariadb-client   the MySQL-protocol tests drive the real `mariadb` client
+# Runs apt-get only as root on a Debian-like system; otherwise it names what
+# is missing and fails, so a run never silently skips tests.
+set -euo pipefail
+need=()
+command -v cc >/dev/null 2>&1 || need+=(build-essential)
+command -v mariadb >/dev/null 2>&1 || need+=(mariadb-client)
+[ ${#need[@]} -eq 0 ] && exit 0
+if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
+  echo "installing: ${need[*]}" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq "${need[@]}" >/dev/null
+else
+  echo "missing packages: ${need[*]} (install them, e.g. sudo apt-get install ${need[*]})" >&2
+  exit 1
+fi
