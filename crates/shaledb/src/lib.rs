@@ -9,7 +9,7 @@
 //! The public API is what this page lists: [`Db`] (open, read, write,
 //! snapshots, iterators, column families, properties), [`Options`],
 //! [`WriteBatch`], [`Error`], the [`txn`] module (transactions, 2PC) and the
-//! [`env`] module (the [`env::FileSystem`] trait with the real, in-memory and
+//! [`env`](mod@env) module (the [`env::FileSystem`] trait with the real, in-memory and
 //! fault-injecting file systems, for tests of your own). Everything else is
 //! private to the crate.
 //!
