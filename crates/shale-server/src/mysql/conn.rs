@@ -201,7 +201,7 @@ fn start_tls(
 ) -> Result<(), ProtocolError> {
     let placeholder: BoxedTransport = Box::new(std::io::empty());
     let plain = std::mem::replace(io, PacketIo::new(placeholder, max_packet));
-    let (stream, seq) = plain.into_inner()?;
+    let (stream, seq) = plain.into_inner();
     let conn = rustls::ServerConnection::new(tls)
         .map_err(|e| ProtocolError::Io(std::io::Error::other(e)))?;
     let secure: BoxedTransport = Box::new(rustls::StreamOwned::new(conn, stream));

@@ -135,14 +135,20 @@ impl<S: Read + Write> PacketIo<S> {
         self.out.len()
     }
 
-    /// The stream and what was read ahead of the caller, for a switch to
-    /// TLS: the client sends nothing after SSLRequest until the TLS
-    /// handshake, so the buffer must be empty.
-    pub fn into_inner(self) -> Result<(S, u8), ProtocolError> {
-        if !self.stream.buffer().is_empty() {
-            return Err(ProtocolError::Malformed("bytes after SSLRequest"));
-        }
-        Ok((self.stream.into_inner(), self.seq))
+    /// The stream, with the bytes already read ahead of the caller put back
+    /// in front of it, and the next sequence id: for the switch to TLS. A
+    /// client sends its TLS ClientHello right after SSLRequest without
+    /// waiting, so those bytes may already sit in the read buffer.
+    pub fn into_inner(self) -> (Prefixed<S>, u8) {
+        let prefix = self.stream.buffer().to_vec();
+        (
+            Prefixed {
+                prefix,
+                pos: 0,
+                inner: self.stream.into_inner(),
+            },
+            self.seq,
+        )
     }
 
     /// Continues the sequence `seq` on a new stream (after the TLS switch).
@@ -150,6 +156,38 @@ impl<S: Read + Write> PacketIo<S> {
         let mut io = PacketIo::new(stream, max_packet);
         io.seq = seq;
         io
+    }
+}
+
+/// A stream that first returns `prefix`, then reads `inner`; writes go to
+/// `inner`.
+pub struct Prefixed<S> {
+    prefix: Vec<u8>,
+    pos: usize,
+    inner: S,
+}
+
+impl<S: Read> Read for Prefixed<S> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let rest = self.prefix.get(self.pos..).unwrap_or_default();
+        if rest.is_empty() {
+            return self.inner.read(buf);
+        }
+        let n = rest.len().min(buf.len());
+        if let (Some(dst), Some(src)) = (buf.get_mut(..n), rest.get(..n)) {
+            dst.copy_from_slice(src);
+        }
+        self.pos += n;
+        Ok(n)
+    }
+}
+
+impl<S: Write> Write for Prefixed<S> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.inner.write(buf)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
     }
 }
 
@@ -227,6 +265,19 @@ mod tests {
             assert_eq!(r.read_payload().unwrap().unwrap(), payload, "len {len}");
             assert_eq!(r.read_payload().unwrap(), None);
         }
+    }
+
+    /// Bytes the peer sent right after a packet (a TLS ClientHello after
+    /// SSLRequest) are read ahead into the buffer; `into_inner` keeps them.
+    #[test]
+    fn bytes_read_ahead_survive_into_inner() {
+        let mut r = io(vec![1, 0, 0, 0, b'a', b'T', b'L', b'S'], 1024);
+        assert_eq!(r.read_payload().unwrap().unwrap(), b"a");
+        let (mut rest, seq) = r.into_inner();
+        assert_eq!(seq, 1);
+        let mut got = Vec::new();
+        rest.read_to_end(&mut got).unwrap();
+        assert_eq!(got, b"TLS");
     }
 
     #[test]
