@@ -225,12 +225,27 @@ pub trait Session: Send {
     fn close_statement(&mut self, id: u32);
 }
 
+/// Who a new session is for, and the server it runs in.
+#[derive(Clone)]
+pub struct ConnInfo {
+    /// The connection id (`CONNECTION_ID()`, the process list's `Id`).
+    pub id: u32,
+    pub user: String,
+    /// The client's address as accounts name it (`127.0.0.1`).
+    pub host: String,
+    /// The database named at login, if any.
+    pub database: Option<String>,
+    /// Server-wide state: status counters, histograms, the process list
+    /// (`SHOW STATUS`, `SHOW PROCESSLIST`, `KILL`).
+    pub shared: std::sync::Arc<crate::server::Shared>,
+}
+
 /// The database behind the server.
 pub trait Backend: Send + Sync + 'static {
     type Session: Session;
     /// The stored verifiers of `user` connecting from `host`, if the
     /// account exists.
     fn credentials(&self, user: &str, host: &str) -> Option<Credentials>;
-    /// A new session for an authenticated user, in `database` if given.
-    fn open_session(&self, user: &str, database: Option<&str>) -> Result<Self::Session, SqlError>;
+    /// A new session for an authenticated user.
+    fn open_session(&self, info: &ConnInfo) -> Result<Self::Session, SqlError>;
 }

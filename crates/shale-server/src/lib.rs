@@ -10,5 +10,7 @@
 
 pub mod backend;
 pub mod mysql;
+pub mod process;
 pub mod server;
+pub mod stats;
 pub mod tls;

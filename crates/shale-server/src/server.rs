@@ -16,10 +16,11 @@ use crate::mysql::conn::{serve_connection, ConnConfig};
 use crate::mysql::consts::err;
 use crate::mysql::packet::PacketIo;
 use crate::mysql::results::err_packet;
-use std::collections::HashMap;
-use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use crate::process::ProcessList;
+use crate::stats::ServerStats;
+use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 
 /// Server settings.
@@ -39,13 +40,11 @@ impl Default for ServerConfig {
     }
 }
 
-/// Open connections by id: a clone of each socket, to shut it down.
-type Registry = Arc<Mutex<HashMap<u32, TcpStream>>>;
-
-fn lock(r: &Registry) -> MutexGuard<'_, HashMap<u32, TcpStream>> {
-    // Entries are inserted and removed whole; a panic elsewhere cannot leave
-    // one half-made, so a poisoned map is still consistent.
-    r.lock().unwrap_or_else(|p| p.into_inner())
+/// What every connection of one server shares.
+#[derive(Default)]
+pub struct Shared {
+    pub stats: ServerStats,
+    pub processes: ProcessList,
 }
 
 /// A bound, not yet running server.
@@ -54,7 +53,7 @@ pub struct Server<B: Backend> {
     backend: Arc<B>,
     cfg: ServerConfig,
     stop: Arc<AtomicBool>,
-    open: Registry,
+    shared: Arc<Shared>,
 }
 
 /// Stops a running server from another thread (or a signal handler thread).
@@ -62,7 +61,7 @@ pub struct Server<B: Backend> {
 pub struct ShutdownHandle {
     stop: Arc<AtomicBool>,
     addr: SocketAddr,
-    open: Registry,
+    shared: Arc<Shared>,
 }
 
 impl ShutdownHandle {
@@ -71,9 +70,7 @@ impl ShutdownHandle {
         self.stop.store(true, Ordering::SeqCst);
         // Wake the accept call; the connection is dropped at once.
         let _ = TcpStream::connect(self.addr);
-        for s in lock(&self.open).values() {
-            let _ = s.shutdown(Shutdown::Both);
-        }
+        self.shared.processes.kill_all();
     }
 }
 
@@ -85,7 +82,7 @@ impl<B: Backend> Server<B> {
             backend,
             cfg,
             stop: Arc::default(),
-            open: Arc::default(),
+            shared: Arc::default(),
         })
     }
 
@@ -94,12 +91,17 @@ impl<B: Backend> Server<B> {
         self.listener.local_addr()
     }
 
+    /// The state every connection shares (counters, process list).
+    pub fn shared(&self) -> Arc<Shared> {
+        self.shared.clone()
+    }
+
     /// A handle that stops [`Server::run`].
     pub fn shutdown_handle(&self) -> std::io::Result<ShutdownHandle> {
         Ok(ShutdownHandle {
             stop: self.stop.clone(),
             addr: self.local_addr()?,
-            open: self.open.clone(),
+            shared: self.shared.clone(),
         })
     }
 
@@ -120,7 +122,7 @@ impl<B: Backend> Server<B> {
             };
             threads.retain(|t| !t.is_finished());
             let id = next_id.fetch_add(1, Ordering::Relaxed);
-            if lock(&self.open).len() >= self.cfg.max_connections {
+            if self.shared.processes.len() >= self.cfg.max_connections {
                 refuse(stream, self.cfg.conn.max_allowed_packet);
                 continue;
             }
@@ -129,21 +131,29 @@ impl<B: Backend> Server<B> {
                 .peer_addr()
                 .map(|a| a.ip().to_string())
                 .unwrap_or_default();
-            lock(&self.open).insert(id, stream.try_clone()?);
-            let (backend, cfg, open) = (
+            self.shared
+                .processes
+                .register(id, &peer, Some(stream.try_clone()?));
+            let (backend, cfg, shared) = (
                 self.backend.clone(),
                 self.cfg.conn.clone(),
-                self.open.clone(),
+                self.shared.clone(),
             );
             let t = std::thread::Builder::new()
                 .name(format!("conn-{id}"))
                 .spawn(move || {
-                    if let Err(e) =
-                        serve_connection(backend.as_ref(), Box::new(stream), id, &peer, &cfg)
-                    {
+                    let r = serve_connection(
+                        backend.as_ref(),
+                        Box::new(stream),
+                        id,
+                        &peer,
+                        &cfg,
+                        &shared,
+                    );
+                    if let Err(e) = r {
                         tracing::debug!(connection = id, error = %e, "connection ended");
                     }
-                    lock(&open).remove(&id);
+                    shared.processes.remove(id);
                 })?;
             threads.push(t);
         }

@@ -7,7 +7,7 @@
 //! packets and packets over 16 MiB in both directions.
 #![allow(clippy::unwrap_used, clippy::indexing_slicing)] // a panic in a test is a failure
 
-use shale_server::backend::{Backend, Column, Prepared, Reply, Session, SqlError, Value};
+use shale_server::backend::{Backend, Column, ConnInfo, Prepared, Reply, Session, SqlError, Value};
 use shale_server::mysql::auth::Credentials;
 use shale_server::mysql::consts::ColumnType;
 use shale_server::server::{Server, ServerConfig, ShutdownHandle};
@@ -20,6 +20,7 @@ struct Fixture;
 
 struct FixtureSession {
     db: Option<String>,
+    info: ConnInfo,
 }
 
 impl Backend for Fixture {
@@ -31,15 +32,12 @@ impl Backend for Fixture {
             _ => None,
         }
     }
-    fn open_session(
-        &self,
-        _user: &str,
-        database: Option<&str>,
-    ) -> Result<FixtureSession, SqlError> {
-        match database {
+    fn open_session(&self, info: &ConnInfo) -> Result<FixtureSession, SqlError> {
+        match info.database.as_deref() {
             Some("missing") => Err(SqlError::new(1049, *b"42000", "Unknown database 'missing'")),
             db => Ok(FixtureSession {
                 db: db.map(str::to_owned),
+                info: info.clone(),
             }),
         }
     }
@@ -109,6 +107,81 @@ impl FixtureSession {
         if stmt.eq_ignore_ascii_case("FAIL") {
             return Err(SqlError::new(1146, *b"42S02", "Table 'x.t' doesn't exist"));
         }
+        // Server-level statements, as the SQL layer will run them.
+        if stmt == "SHOW PROCESSLIST" {
+            let rows = self.info.shared.processes.rows();
+            return Ok(Reply::Rows {
+                columns: vec![
+                    Column::new("Id", ColumnType::LongLong),
+                    Column::new("Command", ColumnType::VarString),
+                    Column::new("Info", ColumnType::VarString),
+                ],
+                rows: rows
+                    .into_iter()
+                    .map(|r| {
+                        vec![
+                            Value::UInt(u64::from(r.id)),
+                            Value::Bytes(r.command.as_bytes().to_vec()),
+                            r.info.map_or(Value::Null, |i| Value::Bytes(i.into_bytes())),
+                        ]
+                    })
+                    .collect(),
+            });
+        }
+        if stmt == "SHOW STATUS" {
+            let rows = self.info.shared.stats.status_rows();
+            return Ok(Reply::Rows {
+                columns: vec![
+                    Column::new("Variable_name", ColumnType::VarString),
+                    Column::new("Value", ColumnType::VarString),
+                ],
+                rows: rows
+                    .into_iter()
+                    .map(|(k, v)| vec![Value::Bytes(k.as_bytes().to_vec()), Value::UInt(v)])
+                    .collect(),
+            });
+        }
+        if let Some(rest) = stmt.strip_prefix("KILL ") {
+            let (query_only, id) = match rest.strip_prefix("QUERY ") {
+                Some(id) => (true, id),
+                None => (false, rest),
+            };
+            let id: u32 = id
+                .trim()
+                .parse()
+                .map_err(|_| SqlError::new(1064, *b"42000", "bad id"))?;
+            return if self.info.shared.processes.kill(id, !query_only) {
+                Ok(Reply::ok())
+            } else {
+                Err(SqlError::new(
+                    1094,
+                    *b"HY000",
+                    format!("Unknown thread id: {id}"),
+                ))
+            };
+        }
+        if let Some(secs) = stmt.strip_prefix("SLEEP ") {
+            // Polls the KILL QUERY flag the way a long scan will.
+            let flag = self
+                .info
+                .shared
+                .processes
+                .interrupt_flag(self.info.id)
+                .unwrap();
+            let until = std::time::Instant::now()
+                + std::time::Duration::from_secs(secs.trim().parse().unwrap_or(1));
+            while std::time::Instant::now() < until {
+                if flag.load(std::sync::atomic::Ordering::Acquire) {
+                    return Err(SqlError::new(
+                        1317,
+                        *b"70100",
+                        "Query execution was interrupted",
+                    ));
+                }
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            return Ok(rows("SLEEP", ColumnType::LongLong, Value::Int(0)));
+        }
         if stmt.eq_ignore_ascii_case("SELECT DATABASE()") {
             let v = self
                 .db
@@ -167,6 +240,7 @@ fn rows(name: &str, t: ColumnType, v: Value) -> Reply {
 
 struct Running {
     addr: SocketAddr,
+    shared: Arc<shale_server::server::Shared>,
     stop: ShutdownHandle,
     thread: Option<std::thread::JoinHandle<std::io::Result<()>>>,
 }
@@ -184,8 +258,14 @@ fn start(cfg: ServerConfig) -> Running {
     let server = Server::bind("127.0.0.1:0".parse().unwrap(), Arc::new(Fixture), cfg).unwrap();
     let addr = server.local_addr().unwrap();
     let stop = server.shutdown_handle().unwrap();
+    let shared = server.shared();
     let thread = Some(std::thread::spawn(move || server.run()));
-    Running { addr, stop, thread }
+    Running {
+        addr,
+        shared,
+        stop,
+        thread,
+    }
 }
 
 fn mariadb(addr: SocketAddr, args: &[&str], stdin: &str) -> Output {
@@ -575,4 +655,114 @@ fn tls_with_the_generated_certificate() {
         "",
     );
     assert!(text(&out.stderr).contains("3159"), "{}", text(&out.stderr));
+}
+
+/// SHOW PROCESSLIST sees a running statement, KILL QUERY interrupts it
+/// (1317) and the connection lives on; KILL ends a connection; SHOW STATUS
+/// counts what happened.
+#[test]
+fn processlist_kill_and_status() {
+    let s = start(ServerConfig::default());
+    let addr = s.addr;
+    let sleeper = std::thread::spawn(move || {
+        mariadb(
+            addr,
+            &["-uroot", "-prootpw", "--force"],
+            "SLEEP 20;\nSELECT 'alive';\n",
+        )
+    });
+    // Find the sleeper in the process list.
+    let started = std::time::Instant::now();
+    let id = loop {
+        let out = mariadb(addr, &["-uroot", "-prootpw", "-e", "SHOW PROCESSLIST"], "");
+        let listing = text(&out.stdout);
+        if let Some(line) = listing.lines().find(|l| l.ends_with("\tQuery\tSLEEP 20")) {
+            break line.split('\t').next().unwrap().to_string();
+        }
+        assert!(
+            started.elapsed().as_secs() < 10,
+            "sleeper never showed: {listing}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let out = mariadb(
+        addr,
+        &["-uroot", "-prootpw", "-e", &format!("KILL QUERY {id}")],
+        "",
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let out = sleeper.join().unwrap();
+    assert!(
+        started.elapsed().as_secs() < 15,
+        "KILL QUERY did not interrupt"
+    );
+    assert!(
+        text(&out.stderr).contains("ERROR 1317 (70100)"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert_eq!(
+        text(&out.stdout),
+        "alive\n",
+        "the connection survives KILL QUERY"
+    );
+    let out = mariadb(addr, &["-uroot", "-prootpw", "-e", "KILL 99999"], "");
+    assert!(text(&out.stderr).contains("1094"), "{}", text(&out.stderr));
+    // KILL CONNECTION: a raw connection's socket is shut down.
+    let mut victim = raw_login(addr, "root", "rootpw");
+    let out = mariadb(addr, &["-uroot", "-prootpw", "-e", "SHOW PROCESSLIST"], "");
+    let victim_id = text(&out.stdout)
+        .lines()
+        .find(|l| l.contains("\tSleep\t"))
+        .map(|l| l.split('\t').next().unwrap().to_string())
+        .unwrap();
+    mariadb(
+        addr,
+        &["-uroot", "-prootpw", "-e", &format!("KILL {victim_id}")],
+        "",
+    );
+    let mut buf = [0u8; 1];
+    assert_eq!(victim.read(&mut buf).unwrap_or(0), 0, "socket not closed");
+    let out = mariadb(addr, &["-uroot", "-prootpw", "-e", "SHOW STATUS"], "");
+    let status = text(&out.stdout);
+    let get = |k: &str| -> u64 {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{k}\t")))
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    assert!(get("Connections") >= 6, "{status}");
+    assert!(get("Questions") >= 6, "{status}");
+    assert!(
+        get("Bytes_received") > 100 && get("Bytes_sent") > 100,
+        "{status}"
+    );
+    assert_eq!(get("Threads_connected"), 1, "{status}");
+}
+
+/// With perf_hist on, every query adds one sample to each stage.
+#[test]
+fn stage_histograms_record_each_command() {
+    let s = start(ServerConfig::default());
+    let count = |h: &shale_server::stats::StageHistogram| -> u64 {
+        h.snapshot().iter().map(|&(_, n)| n).sum()
+    };
+    mariadb(s.addr, &["-uroot", "-prootpw", "-e", "SELECT 1"], "");
+    assert_eq!(count(&s.shared.stats.run), 0, "off by default");
+    s.shared
+        .stats
+        .perf_hist
+        .store(true, std::sync::atomic::Ordering::Relaxed);
+    let out = mariadb(
+        s.addr,
+        &["-uroot", "-prootpw", "-e", "SELECT 1; SELECT 2; SELECT 3"],
+        "",
+    );
+    assert!(out.status.success());
+    // The client also sends its own `select @@version_comment` at login.
+    for (name, h) in s.shared.stats.stages() {
+        assert!(count(h) >= 3, "{name}: {:?}", h.snapshot());
+    }
 }

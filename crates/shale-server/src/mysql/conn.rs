@@ -11,9 +11,12 @@ use super::handshake::{self, ClientHello, Greeting, HandshakeResponse};
 use super::packet::PacketIo;
 use super::results::{column_definition, eof_packet, err_packet, ok_packet, text_row};
 use super::{auth, ProtocolError};
-use crate::backend::{Backend, Reply, Session, SqlError};
+use crate::backend::{Backend, ConnInfo, Reply, Session, SqlError};
+use crate::server::Shared;
 use std::io::{Read, Write};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::time::Instant;
 
 /// A connection's byte stream: a socket, TLS over a socket, or a test
 /// pipe. Boxed, so the switch to TLS in the middle of the handshake keeps
@@ -58,21 +61,33 @@ pub fn serve_connection<B: Backend>(
     connection_id: u32,
     peer_host: &str,
     cfg: &ConnConfig,
+    shared: &Arc<Shared>,
 ) -> Result<(), ProtocolError> {
+    let stats = &shared.stats;
+    stats.connections.fetch_add(1, Ordering::Relaxed);
     let mut io = PacketIo::new(stream, cfg.max_allowed_packet);
-    let session = match authenticate(backend, &mut io, connection_id, peer_host, cfg) {
+    let session = match authenticate(backend, &mut io, connection_id, peer_host, cfg, shared) {
         Ok(s) => s,
-        Err(e) => return fail(&mut io, e),
+        Err(e) => {
+            stats.aborted_connects.fetch_add(1, Ordering::Relaxed);
+            return fail(&mut io, e);
+        }
     };
+    stats.threads_connected.fetch_add(1, Ordering::Relaxed);
     let mut conn = Conn {
         io,
         session,
         stmts: Default::default(),
+        id: connection_id,
+        shared: shared.clone(),
     };
-    match conn.command_loop() {
+    let result = match conn.command_loop() {
         Ok(()) => Ok(()),
         Err(e) => fail(&mut conn.io, e),
-    }
+    };
+    conn.count_bytes();
+    stats.threads_connected.fetch_sub(1, Ordering::Relaxed);
+    result
 }
 
 /// Ends a connection on a protocol error: tells the client why if it can.
@@ -90,6 +105,7 @@ fn authenticate<B: Backend>(
     connection_id: u32,
     peer_host: &str,
     cfg: &ConnConfig,
+    shared: &Arc<Shared>,
 ) -> Result<B::Session, ProtocolError> {
     let nonce = auth::new_nonce();
     io.write_payload(&handshake::encode_greeting(&Greeting {
@@ -185,8 +201,17 @@ fn authenticate<B: Backend>(
         io.write_payload(&handshake::SHA2_FAST_AUTH_OK);
     }
     let session = backend
-        .open_session(&resp.user, resp.database.as_deref())
+        .open_session(&ConnInfo {
+            id: connection_id,
+            user: resp.user.clone(),
+            host: peer_host.to_owned(),
+            database: resp.database.clone(),
+            shared: shared.clone(),
+        })
         .map_err(ProtocolError::Refused)?;
+    shared
+        .processes
+        .logged_in(connection_id, &resp.user, resp.database.as_deref());
     let status = session_status(&session);
     io.write_payload(&ok_packet(0, 0, status, 0, ""));
     io.flush()?;
@@ -225,15 +250,23 @@ pub(super) struct Conn<S: Read + Write, T: Session> {
     pub(super) session: T,
     /// Prepared statements of this connection (`mysql/stmt.rs`).
     pub(super) stmts: super::stmt::Statements,
+    pub(super) id: u32,
+    pub(super) shared: Arc<Shared>,
 }
 
 impl<S: Read + Write, T: Session> Conn<S, T> {
     fn command_loop(&mut self) -> Result<(), ProtocolError> {
         loop {
+            self.count_bytes();
+            self.shared.processes.set_command(self.id, "Sleep", None);
             self.io.reset_seq();
+            self.io.timing = self.shared.stats.perf_hist.load(Ordering::Relaxed);
             let Some(payload) = self.io.read_payload()? else {
                 return Ok(()); // client went away between commands
             };
+            if self.io.timing {
+                self.shared.stats.recv.record(self.io.last_recv);
+            }
             let (&command, body) = payload
                 .split_first()
                 .ok_or(ProtocolError::Malformed("empty command"))?;
@@ -244,7 +277,10 @@ impl<S: Read + Write, T: Session> Conn<S, T> {
                 com::INIT_DB => {
                     let db = String::from_utf8_lossy(body);
                     match self.session.set_database(&db) {
-                        Ok(()) => self.send_ok(0, 0, 0)?,
+                        Ok(()) => {
+                            self.shared.processes.set_db(self.id, Some(&db));
+                            self.send_ok(0, 0, 0)?
+                        }
                         Err(e) => self.send_err(&e)?,
                     }
                 }
@@ -280,7 +316,13 @@ impl<S: Read + Write, T: Session> Conn<S, T> {
                 ))
             }
         };
+        self.shared.stats.questions.fetch_add(1, Ordering::Relaxed);
+        self.shared
+            .processes
+            .set_command(self.id, "Query", Some(sql));
+        let started = self.clock();
         let replies = self.session.query(sql);
+        let ran = self.clock();
         let n = replies.len();
         for (i, r) in replies.into_iter().enumerate() {
             let more = if i + 1 < n {
@@ -327,7 +369,30 @@ impl<S: Read + Write, T: Session> Conn<S, T> {
                 }
             }
         }
-        self.io.flush()
+        self.io.flush()?;
+        self.record_stages(started, ran);
+        Ok(())
+    }
+
+    /// Now, if stage histograms are on.
+    pub(super) fn clock(&self) -> Option<Instant> {
+        self.io.timing.then(Instant::now)
+    }
+
+    /// Records `run` (from `started` to `ran`) and `send` (from `ran` to now).
+    pub(super) fn record_stages(&self, started: Option<Instant>, ran: Option<Instant>) {
+        if let (Some(s), Some(r)) = (started, ran) {
+            self.shared.stats.run.record(r.duration_since(s));
+            self.shared.stats.send.record(r.elapsed());
+        }
+    }
+
+    /// Adds the bytes moved since the last call to the server's counters.
+    fn count_bytes(&mut self) {
+        let (i, o) = self.io.take_byte_counts();
+        let st = &self.shared.stats;
+        st.bytes_received.fetch_add(i, Ordering::Relaxed);
+        st.bytes_sent.fetch_add(o, Ordering::Relaxed);
     }
 
     pub(super) fn send_ok(

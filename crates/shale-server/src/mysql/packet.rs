@@ -30,6 +30,13 @@ pub struct PacketIo<S: Read + Write> {
     out: Vec<u8>,
     seq: u8,
     max_packet: usize,
+    /// Bytes read and written since the last [`PacketIo::take_byte_counts`].
+    bytes_in: u64,
+    bytes_out: u64,
+    /// Measure how long decoding a payload takes once its header arrived.
+    pub timing: bool,
+    /// The last such measurement.
+    pub last_recv: std::time::Duration,
 }
 
 impl<S: Read + Write> PacketIo<S> {
@@ -40,7 +47,20 @@ impl<S: Read + Write> PacketIo<S> {
             out: Vec::with_capacity(16 << 10),
             seq: 0,
             max_packet,
+            bytes_in: 0,
+            bytes_out: 0,
+            timing: false,
+            last_recv: std::time::Duration::ZERO,
         }
+    }
+
+    /// Bytes read and written since the last call (for `Bytes_received` /
+    /// `Bytes_sent`).
+    pub fn take_byte_counts(&mut self) -> (u64, u64) {
+        (
+            std::mem::take(&mut self.bytes_in),
+            std::mem::take(&mut self.bytes_out),
+        )
     }
 
     /// The underlying stream (for socket options and shutdown).
@@ -64,6 +84,7 @@ impl<S: Read + Write> PacketIo<S> {
     pub fn read_payload(&mut self) -> Result<Option<Vec<u8>>, ProtocolError> {
         let mut payload = Vec::new();
         let mut first = true;
+        let mut started = None;
         loop {
             let mut header = [0u8; 4];
             if first {
@@ -74,6 +95,9 @@ impl<S: Read + Write> PacketIo<S> {
                 self.stream.read_exact(&mut header)?;
             }
             first = false;
+            if self.timing && started.is_none() {
+                started = Some(std::time::Instant::now());
+            }
             let [a, b, c, seq] = header;
             let len = usize::from(a) | usize::from(b) << 8 | usize::from(c) << 16;
             if seq != self.seq {
@@ -96,7 +120,11 @@ impl<S: Read + Write> PacketIo<S> {
                 .get_mut(start..)
                 .ok_or(ProtocolError::Malformed("packet body"))?;
             self.stream.read_exact(dst)?;
+            self.bytes_in += 4 + len as u64; // usize -> u64: lossless
             if len < MAX_PAYLOAD {
+                if let Some(t) = started {
+                    self.last_recv = t.elapsed();
+                }
                 return Ok(Some(payload));
             }
         }
@@ -126,6 +154,7 @@ impl<S: Read + Write> PacketIo<S> {
         let s = self.stream.get_mut();
         s.write_all(&self.out)?;
         s.flush()?;
+        self.bytes_out += self.out.len() as u64; // usize -> u64: lossless
         self.out.clear();
         Ok(())
     }

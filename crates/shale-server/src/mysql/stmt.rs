@@ -53,6 +53,10 @@ impl<S: Read + Write, T: Session> Conn<S, T> {
                 "Can't create more than max_prepared_stmt_count statements",
             ));
         }
+        self.shared
+            .stats
+            .com_stmt_prepare
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let Ok(sql) = std::str::from_utf8(body) else {
             return self.send_err(&SqlError::new(
                 1300,
@@ -110,7 +114,17 @@ impl<S: Read + Write, T: Session> Conn<S, T> {
             stmt.types = Some(t);
         }
         stmt.long_data.iter_mut().for_each(|d| *d = None);
+        let stats = &self.shared.stats;
+        stats
+            .questions
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        stats
+            .com_stmt_execute
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.shared.processes.set_command(self.id, "Execute", None);
+        let started = self.clock();
         let reply = self.session.execute(id, &exec.params);
+        let ran = self.clock();
         let st = session_status(&self.session);
         match reply {
             Err(e) => self.io.write_payload(&err_packet(&e)),
@@ -144,7 +158,9 @@ impl<S: Read + Write, T: Session> Conn<S, T> {
                 self.io.write_payload(&eof_packet(0, st));
             }
         }
-        self.io.flush()
+        self.io.flush()?;
+        self.record_stages(started, ran);
+        Ok(())
     }
 
     /// No reply, even on error (the protocol has none): a bad id or
