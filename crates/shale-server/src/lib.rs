@@ -8,6 +8,7 @@
 //! Layering: engine (`shaledb`) -> SQL -> `backend` traits -> `mysql`
 //! protocol -> `server` (sockets, threads, shutdown).
 
+pub mod accounts;
 pub mod backend;
 pub mod mysql;
 pub mod process;

@@ -67,6 +67,30 @@ impl Credentials {
         }
     }
 
+    /// The stored form: `00` for an empty password, or `01` then `S1` (20
+    /// bytes) then `S2` (32 bytes). docs/mysql-protocol.md, "Accounts".
+    pub fn to_bytes(&self) -> Vec<u8> {
+        match (self.native, self.sha2) {
+            (Some(s1), Some(s2)) => [&[1u8][..], &s1, &s2].concat(),
+            _ => vec![0],
+        }
+    }
+
+    /// Decodes [`Credentials::to_bytes`]; `None` if malformed.
+    pub fn from_bytes(b: &[u8]) -> Option<Self> {
+        match b.split_first()? {
+            (0, []) => Some(Credentials::from_password("")),
+            (1, rest) if rest.len() == 52 => {
+                let (s1, s2) = rest.split_at(20);
+                Some(Credentials {
+                    native: Some(s1.try_into().ok()?),
+                    sha2: Some(s2.try_into().ok()?),
+                })
+            }
+            _ => None,
+        }
+    }
+
     /// True when the password is empty (any plugin, empty token).
     pub fn is_empty_password(&self) -> bool {
         self.native.is_none()
@@ -219,6 +243,18 @@ mod tests {
             .map(|b| format!("{b:02X}"))
             .collect();
         assert_eq!(hex, "2470C0C06DEE42FD1618BB99005ADCA2EC9D1E19");
+    }
+
+    #[test]
+    fn stored_form_round_trips_and_rejects_damage() {
+        for pw in ["", "pw"] {
+            let c = Credentials::from_password(pw);
+            assert_eq!(Credentials::from_bytes(&c.to_bytes()), Some(c.clone()));
+            let b = c.to_bytes();
+            assert_eq!(Credentials::from_bytes(&b[..b.len() - 1]), None, "{pw:?}");
+        }
+        assert_eq!(Credentials::from_bytes(&[2]), None);
+        assert_eq!(Credentials::from_bytes(&[]), None);
     }
 
     #[test]
