@@ -1,23 +1,30 @@
 //! `shale`: the command-line tool of ShaleDB.
 //!
 //! ```text
+//! shale --db DIR init               # create a database (other commands open existing ones)
 //! shale --db DIR put KEY VALUE
 //! shale --db DIR get KEY            # prints the value; "not found" on stderr, exit 1
 //! shale --db DIR delete KEY
 //! shale --db DIR scan [--from K] [--to K] [--limit N]
-//! shale --db DIR load [--sync] < key<TAB>value lines   # echoes each key once acknowledged
+//! shale --db DIR load [--sync] [--skip-bad-lines] < key<TAB>value lines   # echoes each key once acknowledged
+//! shale --db DIR txn                # transactions, snapshots, 2PC: commands on stdin
 //! shale --db DIR stats | compact | check | dump FILE
 //! ```
-//! Keys and values are UTF-8 text, or `0x`-prefixed hex. Opening replays the
-//! WAL: `--recovery-threads N` (1 = serial; default: the engine's) and
-//! `--recovery-memory-mb N` (0 = the write buffers) tune that replay.
+//! Keys and values are UTF-8 text, or `0x`-prefixed hex. Every command but
+//! `init` opens an existing database; `--create` lets it create one.
+//! Opening replays the WAL: `--recovery-threads N` (1 = serial; default: the
+//! engine's) and `--recovery-memory-mb N` (0 = the write buffers) tune that
+//! replay.
 
 mod codec;
+mod load;
+mod open;
+mod txn_shell;
 
 use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use shaledb::{Db, Options, ReadOptions, WriteBatch, WriteOptions};
-use std::io::{BufRead, IsTerminal, Write};
+use shaledb::{Options, ReadOptions};
+use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -27,6 +34,10 @@ struct Cli {
     /// Database directory.
     #[arg(long)]
     db: PathBuf,
+    /// Create the database if the directory is missing or empty (`init`
+    /// always creates; other commands otherwise open an existing one).
+    #[arg(long)]
+    create: bool,
     /// Block cache size in MiB.
     #[arg(long, default_value_t = 64)]
     cache_mb: usize,
@@ -46,6 +57,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
+    /// Create a new database in DIR (missing or empty).
+    Init,
     /// Write KEY = VALUE.
     Put { key: String, value: String },
     /// Print the value of KEY.
@@ -66,10 +79,16 @@ enum Cmd {
     },
     /// Load key<TAB>value lines from stdin; print each key once its write is acknowledged.
     Load {
-        /// fsync each write before acknowledging it.
+        /// fsync before acknowledging (one fsync per group of lines).
         #[arg(long)]
         sync: bool,
+        /// Report bad lines on stderr and go on instead of stopping.
+        #[arg(long)]
+        skip_bad_lines: bool,
     },
+    /// Transactions, snapshots and two-phase commit: commands on stdin
+    /// (`help` lists them).
+    Txn,
     /// Print statistics.
     Stats,
     /// Full compaction.
@@ -134,8 +153,17 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
     if let Some(n) = cli.recovery_threads {
         opts.recovery_threads = n;
     }
-    let db = Db::open(&cli.db, opts)?;
+    let mode = match (&cli.cmd, cli.create) {
+        (Cmd::Init, _) => open::Mode::New,
+        (_, true) => open::Mode::CreateIfMissing,
+        (_, false) => open::Mode::Existing,
+    };
+    let db = open::open(&cli.db, opts, mode)?;
     let code = match cli.cmd {
+        Cmd::Init => {
+            println!("created a database in {}", cli.db.display());
+            ExitCode::SUCCESS
+        }
         Cmd::Put { key, value } => {
             db.put(&codec::decode(&key)?, &codec::decode(&value)?)?;
             ExitCode::SUCCESS
@@ -178,8 +206,30 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
             out.flush()?;
             ExitCode::SUCCESS
         }
-        Cmd::Load { sync } => {
-            load(&db, sync)?;
+        Cmd::Load {
+            sync,
+            skip_bad_lines,
+        } => {
+            let stdout = std::io::stdout();
+            let mut out = std::io::BufWriter::new(stdout.lock());
+            let summary = load::load(
+                &db,
+                sync,
+                skip_bad_lines,
+                std::io::stdin(),
+                &mut out,
+                &mut std::io::stderr(),
+            )?;
+            if summary.skipped > 0 {
+                eprintln!("{} lines skipped", summary.skipped);
+            }
+            ExitCode::SUCCESS
+        }
+        Cmd::Txn => {
+            let stdin = std::io::stdin();
+            let prompt = stdin.is_terminal();
+            let stdout = std::io::stdout();
+            txn_shell::run(&db, &mut stdin.lock(), &mut stdout.lock(), prompt)?;
             ExitCode::SUCCESS
         }
         Cmd::Stats => {
@@ -217,48 +267,4 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
     };
     db.close()?;
     Ok(code)
-}
-
-/// `load`: one write per line, acknowledged on stdout in input order. Lines
-/// that arrive together are written as one group commit; each key is printed
-/// only after its write returned (fsynced with `--sync`).
-fn load(db: &Db, sync: bool) -> Result<(), CliError> {
-    let wo = WriteOptions {
-        sync,
-        disable_wal: false,
-    };
-    let stdin = std::io::stdin();
-    let mut input = stdin.lock();
-    let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::new(stdout.lock());
-    let pb = progress(None, "loading");
-    let mut line = String::new();
-    let mut lineno = 0u64;
-    loop {
-        line.clear();
-        if input.read_line(&mut line)? == 0 {
-            break;
-        }
-        lineno += 1;
-        let text = line.trim_end_matches(['\n', '\r']);
-        if text.is_empty() {
-            continue;
-        }
-        let (k, v) = text
-            .split_once('\t')
-            .ok_or_else(|| CliError::Input(format!("line {lineno}: expected key<TAB>value")))?;
-        let mut batch = WriteBatch::new();
-        batch.put(&codec::decode(k)?, &codec::decode(v)?);
-        db.write(&wo, batch)?;
-        writeln!(out, "{k}")?;
-        // Flush acknowledgements whenever no more input is already buffered, so
-        // a reader sees them promptly without a syscall per line under load.
-        if input.fill_buf()?.is_empty() || lineno.is_multiple_of(1024) {
-            out.flush()?;
-        }
-        pb.inc(1);
-    }
-    out.flush()?;
-    pb.finish_and_clear();
-    Ok(())
 }

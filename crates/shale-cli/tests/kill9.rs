@@ -87,6 +87,7 @@ fn acknowledged_writes_survive_kill_9() {
             .args([
                 "--db",
                 dir.path().to_str().unwrap(),
+                "--create",
                 "--write-buffer-mb",
                 "1",
                 "load",

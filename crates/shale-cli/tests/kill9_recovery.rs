@@ -88,7 +88,7 @@ fn load_and_kill(db: &Path, mib: usize, rng: &mut rand::rngs::StdRng) -> Oracle 
     // Memtables take more memory than the raw bytes: 2x + 64 MiB keeps
     // everything in one memtable, so the whole load is only in the WAL.
     let wbs = (2 * mib + 64).to_string();
-    let mut child = shale(db, &["--write-buffer-mb", &wbs, "load"])
+    let mut child = shale(db, &["--create", "--write-buffer-mb", &wbs, "load"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
