@@ -276,3 +276,30 @@ fn two_phase_commit_across_processes() {
     assert_eq!(lines[6], "100");
     assert_eq!(lines[7], "(no prepared transactions)");
 }
+
+/// `compact` in one process, `stats` in the next: the write amplification
+/// is the database's, not zero for a process that wrote nothing.
+#[test]
+fn stats_report_the_database_life() {
+    let dir = tempfile::tempdir().unwrap();
+    let input: String = (0..30_000)
+        .map(|i| format!("k{:05}\tvalue-{i}\n", i % 7_000))
+        .collect();
+    let out = run(
+        shale(dir.path(), &["--create", "--write-buffer-mb", "1", "load"]),
+        &input,
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let out = run(shale(dir.path(), &["compact"]), "");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let out = run(shale(dir.path(), &["stats"]), "");
+    let stats = text(&out.stdout);
+    let wa: f64 = stats
+        .lines()
+        .find_map(|l| l.strip_prefix("write amplification: "))
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(wa > 0.1, "{stats}");
+    assert!(stats.contains("writes: 30000 ops"), "{stats}");
+}

@@ -170,27 +170,33 @@ fn flush_oldest(inner: &Arc<DbInner>) -> Result<bool> {
         }
     }
     st.flush_running = false;
-    let outcome = result.and_then(|(edit, results)| match inner.versions.log_and_apply(edit) {
-        Ok(_) => Ok(results),
-        Err(e) => {
-            release_all(inner, &results);
-            Err(e)
+    let outcome = result.and_then(|(mut edit, results)| {
+        // Counted before the edit so that it carries them to the manifest
+        // (db/stats.rs, lifetime counters); a failed edit stops the
+        // database, so an overcount cannot outlive the process.
+        let s = &inner.stats;
+        for (r, (_, _, _, to_l1)) in results.iter().zip(plans.iter()) {
+            s.flushes.fetch_add(1, Ordering::Relaxed);
+            if !to_l1 {
+                s.flushes_to_l0.fetch_add(1, Ordering::Relaxed);
+            }
+            s.record_merge(r, true);
+        }
+        edit.lifetime_counters = Some(s.lifetime());
+        match inner.versions.log_and_apply(edit) {
+            Ok(_) => Ok(results),
+            Err(e) => {
+                release_all(inner, &results);
+                Err(e)
+            }
         }
     });
     match outcome {
-        Ok(results) => {
+        Ok(_) => {
             st.frozen.pop_front();
             install_super_version(inner, &st);
             inner.bg_cv.notify_all();
             drop(st);
-            let s = &inner.stats;
-            for (r, (_, _, _, to_l1)) in results.iter().zip(plans.iter()) {
-                s.flushes.fetch_add(1, Ordering::Relaxed);
-                if !to_l1 {
-                    s.flushes_to_l0.fetch_add(1, Ordering::Relaxed);
-                }
-                s.record_merge(r, true);
-            }
             delete_old_wal_segments(inner, next_log);
             Ok(true)
         }
@@ -398,6 +404,10 @@ fn compact_once(inner: &Arc<DbInner>, full: bool) -> Result<bool> {
     let outcome = result.and_then(|r| {
         let mut edit = VersionEdit::default();
         add_to_edit(&mut edit, cf, &r);
+        // Counted first so the edit carries them (see the flush above).
+        inner.stats.compactions.fetch_add(1, Ordering::Relaxed);
+        inner.stats.record_merge(&r, false);
+        edit.lifetime_counters = Some(inner.stats.lifetime());
         match inner.versions.log_and_apply(edit) {
             Ok(_) => Ok(r),
             Err(e) => {
@@ -407,12 +417,10 @@ fn compact_once(inner: &Arc<DbInner>, full: bool) -> Result<bool> {
         }
     });
     match outcome {
-        Ok(r) => {
+        Ok(_) => {
             install_super_version(inner, &st);
             inner.bg_cv.notify_all();
             drop(st);
-            inner.stats.compactions.fetch_add(1, Ordering::Relaxed);
-            inner.stats.record_merge(&r, false);
             Ok(true)
         }
         Err(e) => {

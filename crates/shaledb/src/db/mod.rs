@@ -286,6 +286,7 @@ impl Db {
             versions,
             cache,
         });
+        inner.stats.restore_lifetime(&recovered.lifetime_counters);
         let in_doubt = recovery::recover(&inner, recovered.log_number)?;
         let db = Db {
             owner: Arc::new(Owner {
@@ -582,10 +583,21 @@ impl Owner {
         if let Some(w) = wal.writer.as_mut() {
             w.flush()?;
         }
+        drop(wal);
         let st = inner.state.lock();
         match &st.bg_error {
             Some(e) => Err(Error::Background(Arc::new(e.clone()))),
-            None => Ok(()),
+            None => {
+                drop(st);
+                // Record the lifetime counters with the writes since the
+                // last flush, so the next open starts from exact figures
+                // (after a crash they are exact up to the last flush).
+                inner.versions.log_and_apply(VersionEdit {
+                    lifetime_counters: Some(inner.stats.lifetime()),
+                    ..Default::default()
+                })?;
+                Ok(())
+            }
         }
     }
 }

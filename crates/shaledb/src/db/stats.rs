@@ -27,7 +27,44 @@ pub(crate) struct DbStats {
     pub recovery_peak_memtable_bytes: AtomicU64,
 }
 
+/// The counters kept over the database's life: every flush and compaction
+/// edit carries their values to the manifest (`VersionEdit::lifetime_counters`,
+/// in this order; append only), and an open starts from the last ones
+/// logged; a clean close logs them once more. WAL replay counts nothing, so
+/// after a crash the writes since the last flush or compaction are missing
+/// from the figures; after a clean close they are exact.
+const LIFETIME: [fn(&DbStats) -> &AtomicU64; 12] = [
+    |s| &s.user_bytes_written,
+    |s| &s.flush_bytes_written,
+    |s| &s.compaction_bytes_read,
+    |s| &s.compaction_bytes_written,
+    |s| &s.compaction_bytes_reused,
+    |s| &s.compaction_extents_reused,
+    |s| &s.flushes,
+    |s| &s.flushes_to_l0,
+    |s| &s.compactions,
+    |s| &s.write_ops,
+    |s| &s.write_batches,
+    |s| &s.write_groups,
+];
+
 impl DbStats {
+    /// Starts the lifetime counters from the values the manifest recorded
+    /// (missing ones stay 0: a database from before they existed).
+    pub fn restore_lifetime(&self, values: &[u64]) {
+        for (counter, v) in LIFETIME.iter().zip(values) {
+            counter(self).store(*v, Ordering::Relaxed);
+        }
+    }
+
+    /// The lifetime counters now, for the next manifest edit.
+    pub fn lifetime(&self) -> Vec<u64> {
+        LIFETIME
+            .iter()
+            .map(|c| c(self).load(Ordering::Relaxed))
+            .collect()
+    }
+
     pub fn add_write(&self, batches: u64, ops: u64) {
         self.write_groups.fetch_add(1, Ordering::Relaxed);
         self.write_batches.fetch_add(batches, Ordering::Relaxed);

@@ -17,6 +17,11 @@ const TAG_DELETE_EXTENT: u32 = 7;
 const TAG_ADD_EXTENT: u32 = 8;
 const TAG_NEXT_CF_ID: u32 = 9;
 const TAG_NEXT_RUN: u32 = 10;
+/// Lifetime counters (docs/format.md, "Manifest"); far from the others so
+/// new extent tags can take the numbers in between.
+const TAG_LIFETIME_COUNTERS: u32 = 20;
+/// Most lifetime counters an edit may carry (a bound for damaged input).
+const MAX_LIFETIME_COUNTERS: u32 = 64;
 
 /// Changes applied atomically to the version set.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -41,6 +46,10 @@ pub struct VersionEdit {
     pub deleted: Vec<(u32, u8, u64)>,
     /// Extents added: (cf, level, meta). An id both deleted and added moves the extent.
     pub added: Vec<(u32, u8, ExtentMeta)>,
+    /// The database's lifetime counters as of this edit (absolute values;
+    /// the last edit that has them wins). Their meaning, by position, is
+    /// `db::stats::Lifetime`'s; a reader ignores positions it does not know.
+    pub lifetime_counters: Option<Vec<u64>>,
 }
 
 /// Why an edit failed to decode.
@@ -55,6 +64,9 @@ pub enum EditDecodeError {
     /// A name that is not UTF-8.
     #[error("column family name is not UTF-8")]
     BadName,
+    /// More lifetime counters than any version writes.
+    #[error("{0} lifetime counters (at most {MAX_LIFETIME_COUNTERS})")]
+    TooManyCounters(u32),
 }
 
 impl VersionEdit {
@@ -94,6 +106,14 @@ impl VersionEdit {
             out.push(*level);
             meta.encode(&mut out);
         }
+        if let Some(counters) = &self.lifetime_counters {
+            let n = counters.len().min(MAX_LIFETIME_COUNTERS as usize);
+            put_varint32(&mut out, TAG_LIFETIME_COUNTERS);
+            put_varint32(&mut out, u32::try_from(n).unwrap_or(MAX_LIFETIME_COUNTERS));
+            for v in counters.iter().take(n) {
+                put_varint64(&mut out, *v);
+            }
+        }
         out
     }
 
@@ -130,6 +150,17 @@ impl VersionEdit {
                     let level = r.u8().ok_or(Truncated)?;
                     let meta = ExtentMeta::decode(&mut r).ok_or(Truncated)?;
                     e.added.push((cf, level, meta));
+                }
+                TAG_LIFETIME_COUNTERS => {
+                    let n = r.varint32().ok_or(Truncated)?;
+                    if n > MAX_LIFETIME_COUNTERS {
+                        return Err(EditDecodeError::TooManyCounters(n));
+                    }
+                    let mut v = Vec::with_capacity(n as usize); // n <= 64
+                    for _ in 0..n {
+                        v.push(r.varint64().ok_or(Truncated)?);
+                    }
+                    e.lifetime_counters = Some(v);
                 }
                 other => return Err(EditDecodeError::UnknownTag(other)),
             }
@@ -173,8 +204,25 @@ mod tests {
             drop_cfs: vec![1],
             deleted: vec![(0, 1, 4)],
             added: vec![(0, 2, meta(4)), (2, 1, meta(5))],
+            lifetime_counters: Some(vec![0, 1, u64::MAX, 1 << 33]),
         };
         assert_eq!(VersionEdit::decode(&e.encode()), Ok(e));
+    }
+
+    #[test]
+    fn a_damaged_counter_list_is_refused() {
+        let mut b = Vec::new();
+        put_varint32(&mut b, TAG_LIFETIME_COUNTERS);
+        put_varint32(&mut b, 1000);
+        assert_eq!(
+            VersionEdit::decode(&b),
+            Err(EditDecodeError::TooManyCounters(1000))
+        );
+        let mut b = Vec::new();
+        put_varint32(&mut b, TAG_LIFETIME_COUNTERS);
+        put_varint32(&mut b, 3);
+        put_varint64(&mut b, 7);
+        assert_eq!(VersionEdit::decode(&b), Err(EditDecodeError::Truncated));
     }
 
     proptest! {

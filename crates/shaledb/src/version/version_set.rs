@@ -57,12 +57,15 @@ struct ManifestState {
 }
 
 /// What recovery learned from the manifest.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct RecoveredManifest {
     /// WAL segments below this are fully flushed.
     pub log_number: u64,
     /// Largest sequence recorded by a flush.
     pub last_sequence: u64,
+    /// The lifetime counters of the last edit that had them (empty for a
+    /// new database or one written before they existed).
+    pub lifetime_counters: Vec<u64>,
 }
 
 /// Current version + manifest writer.
@@ -81,6 +84,10 @@ pub struct VersionSet {
     next_cf_id: AtomicU32,
     /// Serializes edits: whoever holds it appends to the manifest and installs versions.
     manifest: Mutex<Option<ManifestState>>,
+    /// The lifetime counters last logged, repeated in every new manifest's
+    /// snapshot. Taken only while `manifest` is held (lock order: manifest,
+    /// then this).
+    lifetime_counters: Mutex<Vec<u64>>,
 }
 
 /// Per-column-family state while replaying the manifest: metas only, so that no
@@ -114,6 +121,7 @@ impl VersionSet {
             next_run: AtomicU64::new(1),
             next_cf_id: AtomicU32::new(1),
             manifest: Mutex::new(None),
+            lifetime_counters: Mutex::new(Vec::new()),
         };
         let current_path = vs.dir.join(CURRENT);
         let mut log_number = 0;
@@ -144,6 +152,9 @@ impl VersionSet {
                 }
                 if let Some(v) = edit.last_sequence {
                     last_sequence = last_sequence.max(v);
+                }
+                if let Some(c) = &edit.lifetime_counters {
+                    *vs.lifetime_counters.lock() = c.clone();
                 }
                 vs.bump_counters(&edit);
             }
@@ -187,11 +198,13 @@ impl VersionSet {
             let mut m = vs.manifest.lock();
             vs.write_new_manifest(&mut m, log_number, last_sequence)?;
         }
+        let lifetime_counters = vs.lifetime_counters.lock().clone();
         Ok((
             vs,
             RecoveredManifest {
                 log_number,
                 last_sequence,
+                lifetime_counters,
             },
         ))
     }
@@ -296,6 +309,8 @@ impl VersionSet {
             ..Default::default()
         };
         self.fill_counters(&mut e);
+        let lifetime = self.lifetime_counters.lock().clone();
+        e.lifetime_counters = (!lifetime.is_empty()).then_some(lifetime);
         for (id, cf) in &version.cfs {
             e.add_cfs.push((*id, cf.name.clone()));
             for (level, ext) in cf.all_extents() {
@@ -356,6 +371,9 @@ impl VersionSet {
         edit.log_number = Some(log_number);
         edit.last_sequence = Some(last_sequence);
         self.fill_counters(&mut edit);
+        if let Some(c) = &edit.lifetime_counters {
+            *self.lifetime_counters.lock() = c.clone();
+        }
         let (new_version, removed) =
             apply_live(&self.current(), &edit, &self.space, self.num_levels)?;
         if state.writer.file_size() > self.max_manifest_size {
