@@ -182,7 +182,7 @@ fn flush_oldest(inner: &Arc<DbInner>) -> Result<bool> {
             }
             s.record_merge(r, true);
         }
-        edit.lifetime_counters = Some(s.lifetime());
+        edit.lifetime_counters = Some(s.lifetime(&inner.visible_sequence));
         match inner.versions.log_and_apply(edit) {
             Ok(_) => Ok(results),
             Err(e) => {
@@ -407,7 +407,7 @@ fn compact_once(inner: &Arc<DbInner>, full: bool) -> Result<bool> {
         // Counted first so the edit carries them (see the flush above).
         inner.stats.compactions.fetch_add(1, Ordering::Relaxed);
         inner.stats.record_merge(&r, false);
-        edit.lifetime_counters = Some(inner.stats.lifetime());
+        edit.lifetime_counters = Some(inner.stats.lifetime(&inner.visible_sequence));
         match inner.versions.log_and_apply(edit) {
             Ok(_) => Ok(r),
             Err(e) => {

@@ -593,7 +593,7 @@ impl Owner {
                 // last flush, so the next open starts from exact figures
                 // (after a crash they are exact up to the last flush).
                 inner.versions.log_and_apply(VersionEdit {
-                    lifetime_counters: Some(inner.stats.lifetime()),
+                    lifetime_counters: Some(inner.stats.lifetime(&inner.visible_sequence)),
                     ..Default::default()
                 })?;
                 Ok(())

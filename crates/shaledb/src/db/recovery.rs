@@ -212,6 +212,7 @@ pub(crate) fn read_segments(
                     .map_err(|reason| Error::corruption(&*path, offset, reason))?;
             }
             if number >= range.log_number && batch.applies_data() {
+                inner.stats.count_replayed(&batch);
                 sink.apply(batch, number, &path, offset)?;
             }
         }

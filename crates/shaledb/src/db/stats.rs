@@ -25,14 +25,18 @@ pub(crate) struct DbStats {
     pub compaction_extents_reused: AtomicU64,
     /// Largest memtable memory (active + frozen) during WAL replay at open.
     pub recovery_peak_memtable_bytes: AtomicU64,
+    /// The lifetime counters restored at open include every write up to
+    /// this sequence; WAL replay counts the batches after it.
+    pub counted_through: AtomicU64,
 }
 
 /// The counters kept over the database's life: every flush and compaction
 /// edit carries their values to the manifest (`VersionEdit::lifetime_counters`,
-/// in this order; append only), and an open starts from the last ones
-/// logged; a clean close logs them once more. WAL replay counts nothing, so
-/// after a crash the writes since the last flush or compaction are missing
-/// from the figures; after a clean close they are exact.
+/// in this order; append only), followed by the sequence they count
+/// through, and an open starts from the last ones logged; a clean close logs
+/// them once more. WAL replay counts the batches after that sequence, so
+/// the figures hold across crashes too (a write racing the snapshot of the
+/// counters may be counted twice: figures, not accounting).
 const LIFETIME: [fn(&DbStats) -> &AtomicU64; 12] = [
     |s| &s.user_bytes_written,
     |s| &s.flush_bytes_written,
@@ -55,14 +59,34 @@ impl DbStats {
         for (counter, v) in LIFETIME.iter().zip(values) {
             counter(self).store(*v, Ordering::Relaxed);
         }
+        let through = values.get(LIFETIME.len()).copied().unwrap_or(u64::MAX);
+        self.counted_through.store(through, Ordering::Relaxed);
     }
 
-    /// The lifetime counters now, for the next manifest edit.
-    pub fn lifetime(&self) -> Vec<u64> {
-        LIFETIME
+    /// The lifetime counters now, then `visible` (the sequence of the last
+    /// published write), for the next manifest edit. `visible` is read
+    /// before the counters and writers count before they publish, so every
+    /// write up to it is in the counters.
+    pub fn lifetime(&self, visible: &AtomicU64) -> Vec<u64> {
+        let through = visible.load(Ordering::Acquire);
+        let mut v: Vec<u64> = LIFETIME
             .iter()
             .map(|c| c(self).load(Ordering::Relaxed))
-            .collect()
+            .collect();
+        v.push(through);
+        v
+    }
+
+    /// Counts a batch replayed from the WAL at open, if the restored
+    /// counters do not include it yet.
+    pub fn count_replayed(&self, batch: &crate::write_batch::WriteBatch) {
+        if batch.sequence() > self.counted_through.load(Ordering::Relaxed) {
+            self.write_batches.fetch_add(1, Ordering::Relaxed);
+            self.write_ops
+                .fetch_add(u64::from(batch.count()), Ordering::Relaxed);
+            self.user_bytes_written
+                .fetch_add(batch.data().len() as u64, Ordering::Relaxed); // usize -> u64: lossless
+        }
     }
 
     pub fn add_write(&self, batches: u64, ops: u64) {
