@@ -16,6 +16,8 @@ cargo clippy --workspace --all-targets --quiet -- -D warnings
 # its own tests turn on): catches code only the hooks keep alive.
 cargo clippy -p shaledb --lib --quiet -- -D warnings
 RUSTDOCFLAGS="-D warnings" cargo doc -p shaledb --no-deps --quiet
-cargo test --workspace --quiet 2>&1 | tee /tmp/shale-test.log
+log=$(mktemp "${TMPDIR:-/tmp}/shale-test.XXXXXX")
+trap 'rm -f "$log"' EXIT
+cargo test --workspace --quiet 2>&1 | tee "$log"
 # Fail loudly if the run executed no test at all.
-grep -q "test result: ok. [1-9]" /tmp/shale-test.log
+grep -q "test result: ok. [1-9]" "$log"
