@@ -303,7 +303,12 @@ mod tests {
 
     #[test]
     fn heights_follow_branching_two() {
-        let n = 200_000;
+        // Miri is ~1000x slower; 4000 draws still put the bounds 5 sigma out.
+        let (n, band) = if cfg!(miri) {
+            (4_000, 0.45..0.55)
+        } else {
+            (200_000, 0.48..0.52)
+        };
         let mut at_least_2 = 0usize;
         for _ in 0..n {
             let h = random_height();
@@ -311,7 +316,7 @@ mod tests {
             at_least_2 += usize::from(h >= 2);
         }
         let frac = at_least_2 as f64 / n as f64;
-        assert!((0.48..0.52).contains(&frac), "P(h>=2) = {frac}");
+        assert!(band.contains(&frac), "P(h>=2) = {frac}");
     }
 
     #[test]
