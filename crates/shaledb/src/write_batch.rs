@@ -332,8 +332,9 @@ impl WriteBatch {
         })
     }
 
-    /// Appends the ops of `other` (group commit); the counts add up. The
-    /// sequence of `self` is kept.
+    /// Appends the ops of `other`, so that both commit as one atomic batch;
+    /// the counts add up. The sequence of `self` is kept. (Group commit does
+    /// not use this: it logs each batch of a group as its own WAL record.)
     pub fn append(&mut self, other: &WriteBatch) {
         self.rep.extend_from_slice(other.ops_bytes());
         self.count = self.count.saturating_add(other.count);

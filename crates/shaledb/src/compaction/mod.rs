@@ -18,7 +18,7 @@ use crate::extent::{ExtentBuilder, ExtentBuilderOptions};
 use crate::iter::level_iter::LevelIterator;
 use crate::iter::merge::MergingIterator;
 use crate::iter::range_del::RangeTombstones;
-use crate::iter::{BoxedIterator, InternalIterator};
+use crate::iter::{corruption_at, BoxedIterator, InternalIterator};
 use crate::memtable::MemTable;
 use crate::types::{make_internal_key, parse_internal_key, SequenceNumber, KIND_FOR_SEEK};
 use crate::version::{Extent, ExtentMeta, ExtentSpace};
@@ -260,9 +260,8 @@ fn merge_inner(space: &Arc<ExtentSpace>, spec: &MergeSpec, res: &mut MergeResult
     let mut cut_idx = 0;
     while it.valid() {
         let ikey = it.key();
-        let p = parse_internal_key(ikey).ok_or_else(|| {
-            crate::Error::corruption("<merge>", 0, "bad internal key in merge input")
-        })?;
+        let p = parse_internal_key(ikey)
+            .ok_or_else(|| corruption_at(&it, "bad internal key in merge input"))?;
         // Never let an output span a reused extent: close the output at every
         // reused extent passed (tombstones between them get outputs of their own).
         while let Some(cut) = reused_cuts

@@ -16,7 +16,7 @@ use crate::error::{Error, Result};
 use crate::iter::level_iter::LevelIterator;
 use crate::iter::merge::MergingIterator;
 use crate::iter::range_del::RangeTombstones;
-use crate::iter::{BoxedIterator, InternalIterator};
+use crate::iter::{corruption_at, BoxedIterator, InternalIterator};
 use crate::types::{
     make_internal_key, parse_internal_key, SequenceNumber, ValueKind, KIND_FOR_SEEK, MAX_SEQUENCE,
 };
@@ -238,7 +238,7 @@ impl DbIterator {
         while self.inner.valid() {
             let ikey = self.inner.key();
             let p = parse_internal_key(ikey)
-                .ok_or_else(|| Error::corruption("<iterator>", 0, "bad internal key"))?;
+                .ok_or_else(|| corruption_at(&self.inner, "bad internal key"))?;
             if let Some(hi) = &self.upper {
                 if p.user_key >= hi.as_slice() {
                     break;
@@ -272,7 +272,7 @@ impl DbIterator {
         while self.inner.valid() {
             let ikey = self.inner.key();
             let p = parse_internal_key(ikey)
-                .ok_or_else(|| Error::corruption("<iterator>", 0, "bad internal key"))?;
+                .ok_or_else(|| corruption_at(&self.inner, "bad internal key"))?;
             if let Some(lo) = &self.lower {
                 if p.user_key < lo.as_slice() && !found {
                     break;

@@ -190,6 +190,9 @@ fn enqueue_checked(
 
 fn validate(inner: &DbInner, batch: &WriteBatch) -> Result<()> {
     inner.check_open()?;
+    // More than u32::MAX ops cannot be encoded; say so rather than let the
+    // op walk below report the clamped header as a malformed batch.
+    batch.check()?;
     let (k, v) = batch.max_key_and_value_len();
     if k > inner.opts.max_key_size {
         return Err(Error::InvalidArgument(format!(

@@ -443,6 +443,10 @@ where
             .get(self.value_start..self.value_start + self.value_len)
             .unwrap_or_default()
     }
+
+    fn location(&self) -> Option<(&Path, u64)> {
+        Some((&*self.file, self.file_offset))
+    }
 }
 
 #[cfg(test)]

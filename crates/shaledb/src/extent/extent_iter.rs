@@ -221,4 +221,8 @@ impl InternalIterator for ExtentIterator {
     fn value(&self) -> &[u8] {
         self.data.as_ref().map(|d| d.value()).unwrap_or_default()
     }
+
+    fn location(&self) -> Option<(&std::path::Path, u64)> {
+        self.data.as_ref().filter(|d| d.valid())?.location()
+    }
 }

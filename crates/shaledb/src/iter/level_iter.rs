@@ -143,4 +143,8 @@ impl InternalIterator for LevelIterator {
     fn value(&self) -> &[u8] {
         self.current.as_ref().map_or(&[], |c| c.value())
     }
+
+    fn location(&self) -> Option<(&std::path::Path, u64)> {
+        self.current.as_ref().and_then(|c| c.location())
+    }
 }

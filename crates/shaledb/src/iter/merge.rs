@@ -257,6 +257,10 @@ impl InternalIterator for MergingIterator<'_> {
     fn value(&self) -> &[u8] {
         self.current().map_or(&[], |c| c.value())
     }
+
+    fn location(&self) -> Option<(&std::path::Path, u64)> {
+        self.current().and_then(|c| c.location())
+    }
 }
 
 #[cfg(test)]

@@ -11,7 +11,8 @@ pub mod range_del;
 #[cfg(test)]
 pub mod vec_iter;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
+use std::path::Path;
 
 /// A bidirectional cursor over internal entries, sorted by
 /// [`crate::types::compare_internal_keys`].
@@ -34,6 +35,24 @@ pub trait InternalIterator: Send {
     fn key(&self) -> &[u8];
     /// The current value; requires `valid()`.
     fn value(&self) -> &[u8];
+    /// Where the current entry is stored: the data file and the absolute
+    /// offset of its block. `None` for in-memory sources (and when invalid).
+    /// Consumers that find an entry malformed (see [`corruption_at`]) use it
+    /// to name the damaged bytes.
+    fn location(&self) -> Option<(&Path, u64)> {
+        None
+    }
+}
+
+/// The corruption error for the current entry of `it`, which its consumer
+/// found malformed (e.g. a key that does not parse although its block's
+/// checksum matched): names the file and block offset the entry came from,
+/// or `<memtable>` at 0 for an in-memory source.
+pub(crate) fn corruption_at<I: InternalIterator + ?Sized>(it: &I, reason: &str) -> Error {
+    match it.location() {
+        Some((file, offset)) => Error::corruption(file, offset, reason),
+        None => Error::corruption("<memtable>", 0, reason),
+    }
 }
 
 /// Boxed iterator, the form merged by the merging iterator.

@@ -302,3 +302,7 @@ impl InternalIterator for MemTableIterator {
 #[cfg(test)]
 #[path = "memtable_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "stress_tests.rs"]
+mod stress_tests;

@@ -100,7 +100,11 @@ const _: () = assert!(size_of::<usize>() >= size_of::<u32>());
 pub(super) unsafe fn next<'a>(node: *mut Node, level: usize) -> &'a AtomicPtr<Node> {
     // SAFETY: for level 0 this is `next0` (offset 0 of the repr(C) node); for
     // level l >= 1 it is `Link::next` (offset 0) of the link `l * LINK` bytes
-    // below, inside the same allocation and initialized by `new_node`.
+    // below. By the contract (height > level) that link lies inside the
+    // node's arena allocation, which `node` was derived from (so the offset
+    // keeps its provenance), and `new_node` initialized it. It is 8-aligned:
+    // the allocation is, and the tower is a multiple of 16 bytes. The arena
+    // outlives `'a`, and the slot is only ever accessed atomically.
     unsafe {
         &*node
             .cast::<u8>()
@@ -117,7 +121,9 @@ pub(super) unsafe fn next<'a>(node: *mut Node, level: usize) -> &'a AtomicPtr<No
 pub(super) unsafe fn prefix_bound<'a>(node: *mut Node, level: usize) -> &'a AtomicU64 {
     debug_assert!(level >= 1);
     // SAFETY: the link of `level >= 1` starts `level * LINK` bytes below the
-    // node (see `next`); `prefix` follows `next` in the repr(C) `Link`.
+    // node, inside the allocation, initialized and 8-aligned (see `next`);
+    // `prefix` follows `next` in the repr(C) `Link` and is only accessed
+    // atomically.
     unsafe { &(*node.cast::<u8>().sub(level * LINK).cast::<Link>()).prefix }
 }
 
@@ -128,8 +134,11 @@ pub(super) unsafe fn prefix_bound<'a>(node: *mut Node, level: usize) -> &'a Atom
 /// Acquire load or built by it), and its arena outlives `'a`.
 #[inline]
 pub(super) unsafe fn key<'a>(node: *const Node) -> &'a [u8] {
-    // SAFETY: the header and the `key_len` key bytes after it were written
-    // before publication and are never modified again.
+    // SAFETY: by the contract `node` points at a header `new_node` wrote,
+    // followed by `key_len` initialized key bytes in the same allocation;
+    // they were written before the node was published (or by this thread)
+    // and are never modified again, so reading them races with nothing. The
+    // arena outlives `'a`.
     unsafe {
         let len = ptr::addr_of!((*node).key_len).read() as usize;
         std::slice::from_raw_parts(node.cast::<u8>().add(NODE_HEADER), len)
@@ -139,7 +148,9 @@ pub(super) unsafe fn key<'a>(node: *const Node) -> &'a [u8] {
 /// The value stored in `node`. Same contract as [`key`].
 #[inline]
 pub(super) unsafe fn value<'a>(node: *const Node) -> &'a [u8] {
-    // SAFETY: as in `key`; the value bytes follow the key.
+    // SAFETY: as in `key`: `new_node` wrote the header, then `key_len` key
+    // bytes and `value_len` value bytes right after them in one allocation,
+    // all before publication and never modified again.
     unsafe {
         let klen = ptr::addr_of!((*node).key_len).read() as usize;
         let vlen = ptr::addr_of!((*node).value_len).read() as usize;
@@ -171,7 +182,11 @@ pub(super) fn new_node(
     let base = arena.alloc(size).as_ptr();
     // SAFETY: `base` is a fresh, 8-aligned, exclusive allocation of `size`
     // bytes: exactly the tower, the header, the key and the value written
-    // below. Nothing else can see it yet.
+    // below, every offset inside it. The `Link`s and the `Node` (align 8)
+    // start at multiples of 16 from `base`, so they are aligned. Nothing else
+    // can see the memory yet, and the source slices are caller memory, so
+    // the copies do not overlap. `node` is an in-bounds offset of a non-null
+    // pointer, hence non-null.
     unsafe {
         let links = base.cast::<Link>();
         for i in 0..height - 1 {
@@ -288,7 +303,12 @@ mod tests {
 
     #[test]
     fn heights_follow_branching_two() {
-        let n = 200_000;
+        // Miri is ~1000x slower; 4000 draws still put the bounds 5 sigma out.
+        let (n, band) = if cfg!(miri) {
+            (4_000, 0.45..0.55)
+        } else {
+            (200_000, 0.48..0.52)
+        };
         let mut at_least_2 = 0usize;
         for _ in 0..n {
             let h = random_height();
@@ -296,7 +316,7 @@ mod tests {
             at_least_2 += usize::from(h >= 2);
         }
         let frac = at_least_2 as f64 / n as f64;
-        assert!((0.48..0.52).contains(&frac), "P(h>=2) = {frac}");
+        assert!(band.contains(&frac), "P(h>=2) = {frac}");
     }
 
     #[test]

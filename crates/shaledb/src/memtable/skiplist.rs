@@ -63,7 +63,10 @@ unsafe fn prefix_of(n: *mut Node) -> u64 {
     if n.is_null() {
         return u64::MAX;
     }
-    // SAFETY: per the contract.
+    // SAFETY: `n` is not null, so by this function's contract it is a
+    // published node (fully written before the Release CAS that linked it,
+    // which the caller's Acquire load of the link synchronized with) in an
+    // arena that outlives this call; `node::key` needs exactly that.
     key_prefix(split_key(unsafe { node::key(n) }).0)
 }
 
@@ -141,10 +144,13 @@ impl SkipList {
         let node = new_node(&self.arena, height, user_key, Some(trailer), value).as_ptr();
         for level in 0..height {
             loop {
-                // SAFETY: `node` has height > level and is not yet reachable
-                // at this level, so this thread is the only writer of its
-                // link; Relaxed: the Release CAS below publishes it.
-                // `next[level]` is null or a node loaded with Acquire.
+                // SAFETY: `node` was built by `new_node` in `self.arena` with
+                // `height > level` links (`level >= 1` for the bound), and the
+                // arena lives as long as `self`. It is not yet reachable at
+                // this level, so this thread is the only writer of the link
+                // (Relaxed: the Release CAS below publishes it). `next[level]`
+                // is null or a node this thread loaded with Acquire, as
+                // `prefix_of` requires.
                 unsafe {
                     node::next(node, level).store(next[level], Atomic::Relaxed);
                     if level > 0 {
@@ -152,8 +158,10 @@ impl SkipList {
                             .store(prefix_of(next[level]), Atomic::Relaxed);
                     }
                 }
-                // SAFETY: prev[level] is the head or a node found at `level`,
-                // so its height exceeds `level`.
+                // SAFETY: prev[level] is the head (MAX_HEIGHT links) or a node
+                // reached through a level-`level` link, and a node is linked
+                // at a level only if its height exceeds it; nodes are never
+                // freed while `self` lives.
                 let slot = unsafe { node::next(prev[level], level) };
                 if slot
                     .compare_exchange(next[level], node, Atomic::Release, Atomic::Relaxed)
@@ -161,7 +169,8 @@ impl SkipList {
                 {
                     if level > 0 {
                         // The successor is now `node`: tighten the bound.
-                        // SAFETY: as for `slot`, and level >= 1.
+                        // SAFETY: prev[level] has a link at `level` (see `slot`)
+                        // and `level >= 1`, so the link has a prefix bound.
                         unsafe { node::prefix_bound(prev[level], level) }
                             .fetch_min(kp, Atomic::Relaxed);
                     }
@@ -201,20 +210,25 @@ impl SkipList {
     ) -> Option<(*mut Node, *mut Node)> {
         let mut x = start;
         loop {
-            // SAFETY: `x` is the head or was reached at `level`, so its
-            // height exceeds `level`; the arena lives as long as `self`.
+            // SAFETY: `x` is `start` (the head or a node linked at `level`,
+            // per the callers) or a node reached through a level-`level`
+            // link; either way its height exceeds `level`, and the arena
+            // lives as long as `self`.
             let n = unsafe { node::next(x, level) }.load(Atomic::Acquire);
             if level > 0 {
                 // If `n` stops us, the next level continues at x.next[level-1]:
                 // load it in parallel with `n` instead of after it.
-                // SAFETY: as above, height of `x` > level > level - 1.
+                // SAFETY: `x` has a link at `level` (above), hence also at
+                // `level - 1`: a tower covers every level below its top.
                 prefetch(unsafe { node::next(x, level - 1) }.load(Atomic::Relaxed));
             }
             if n.is_null() || n == known_greater {
                 return Some((x, n));
             }
-            // SAFETY: `n` is a node published by a Release CAS that our
-            // Acquire load synchronized with.
+            // SAFETY: `n` is non-null, loaded with Acquire from a link that
+            // only a Release CAS sets after the node was fully written, so
+            // its key is initialized and visible; it is never freed or
+            // changed while `self` lives.
             match compare_to(unsafe { node::key(n) }, user_key, trailer) {
                 Ordering::Less => x = n,
                 Ordering::Equal => return None,
@@ -250,21 +264,25 @@ impl SkipList {
         while level > bottom {
             level -= 1;
             loop {
-                // SAFETY (this block's loads): `x` is the head or was reached
-                // at `level` or above, so its height exceeds `level`.
-                if level > 0
-                    && unsafe { node::prefix_bound(x, level) }.load(Atomic::Relaxed) > stop_prefix
-                {
-                    break; // the successor is certainly not `before`
+                if level > 0 {
+                    // SAFETY: `x` is the head (MAX_HEIGHT links, `level` <
+                    // MAX_HEIGHT) or was reached through a link at `level` or
+                    // above, so its height exceeds `level`, which is >= 1.
+                    let bound = unsafe { node::prefix_bound(x, level) }.load(Atomic::Relaxed);
+                    if bound > stop_prefix {
+                        break; // the successor is certainly not `before`
+                    }
                 }
-                // SAFETY: as above.
+                // SAFETY: as for the bound: the height of `x` exceeds `level`.
                 let n = unsafe { node::next(x, level) }.load(Atomic::Acquire);
                 if level > 0 {
                     // See `find_splice`.
-                    // SAFETY: as above, height of `x` > level > level - 1.
+                    // SAFETY: the height of `x` exceeds `level > level - 1`.
                     prefetch(unsafe { node::next(x, level - 1) }.load(Atomic::Relaxed));
                 }
-                // SAFETY: a non-null `n` is a published node (Acquire load).
+                // SAFETY: evaluated only for a non-null `n`, loaded with
+                // Acquire from a link set by a Release CAS after the node was
+                // fully written; the arena lives as long as `self`.
                 if !n.is_null() && n != last_bigger && before(unsafe { node::key(n) }) {
                     x = n;
                 } else {
@@ -291,7 +309,9 @@ impl SkipList {
     /// The level-0 successor of `x` (null at the end).
     #[inline]
     fn next_of(&self, x: *mut Node) -> *mut Node {
-        // SAFETY: every node and the head have at least one link.
+        // SAFETY: callers pass the head or a node of this list (a cursor's
+        // current node); every node, and the head, has a level-0 link, and
+        // the arena lives as long as `self`.
         unsafe { node::next(x, 0) }.load(Atomic::Acquire)
     }
 
@@ -303,8 +323,10 @@ impl SkipList {
         if n.is_null() {
             return None;
         }
-        // SAFETY: `n` is a published node; its bytes live as long as the
-        // arena, which `&self` borrows.
+        // SAFETY: `n` is non-null, the successor `descend` loaded with
+        // Acquire, so a fully written node; its bytes are never changed or
+        // freed before the arena drops with `self`, which the returned
+        // slices borrow.
         Some(unsafe { (node::key(n), node::value(n)) })
     }
 
@@ -332,17 +354,22 @@ impl SkipList {
             let mut x = self.head.as_ptr();
             let mut last: Option<&[u8]> = None;
             loop {
-                // SAFETY: `x` is the head or was reached at `level`.
+                // SAFETY: `x` is the head (MAX_HEIGHT links) or was reached
+                // through a link at `level`, so its height exceeds `level`.
                 let n = unsafe { node::next(x, level) }.load(Atomic::Acquire);
                 if level > 0 {
-                    // SAFETY: as above; `n` is null or a published node.
+                    // SAFETY: as above, and `level >= 1`.
                     let bound = unsafe { node::prefix_bound(x, level) }.load(Atomic::Relaxed);
-                    assert_eq!(bound, unsafe { prefix_of(n) }, "inexact bound at {level}");
+                    // SAFETY: `n` is null or a node published before our
+                    // Acquire load of its link, in this list's arena.
+                    let exact = unsafe { prefix_of(n) };
+                    assert_eq!(bound, exact, "inexact bound at {level}");
                 }
                 if n.is_null() {
                     break;
                 }
-                // SAFETY: `n` is a published node of this list.
+                // SAFETY: `n` is non-null, loaded with Acquire from a link of
+                // this list, so a fully written node that lives with `self`.
                 let k = unsafe { node::key(n) };
                 if let Some(l) = last {
                     let o = crate::types::compare_internal_keys(l, k);
@@ -395,8 +422,10 @@ impl Cursor {
         if self.node.is_null() {
             return &[];
         }
-        // SAFETY: a non-null `node` is a published non-head node of `list`,
-        // which `self` keeps alive for the returned borrow.
+        // SAFETY: a non-null `node` was loaded with Acquire from a link of
+        // `list` (every seek and step does that; the head is mapped to
+        // null), so it is a fully written node, and `self.list` keeps its
+        // arena alive for the returned borrow.
         unsafe { node::key(self.node) }
     }
 
@@ -405,7 +434,8 @@ impl Cursor {
         if self.node.is_null() {
             return &[];
         }
-        // SAFETY: as in `key`.
+        // SAFETY: as in `key`: a non-null `node` is a fully written node of
+        // `list` (Acquire-loaded), whose arena `self.list` keeps alive.
         unsafe { node::value(self.node) }
     }
 
@@ -459,7 +489,8 @@ impl Cursor {
         if self.node.is_null() {
             return;
         }
-        // SAFETY: as in `key`; the slice is only used during the search.
+        // SAFETY: as in `key` (a fully written node of `list`, kept alive by
+        // `self.list`); the slice is only used during the search.
         let (uk, tr) = split_key(unsafe { node::key(self.node) });
         let (x, _) = self
             .list

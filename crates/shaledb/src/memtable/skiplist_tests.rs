@@ -4,6 +4,16 @@
 use super::*;
 use crate::types::{compare_internal_keys, make_internal_key, ValueKind};
 
+/// `normal` in ordinary runs, `miri` under Miri (about 1000x slower), where
+/// a few hundred entries per thread still make inserts and arena refills race.
+const fn scaled(normal: u64, miri: u64) -> u64 {
+    if cfg!(miri) {
+        miri
+    } else {
+        normal
+    }
+}
+
 fn trailer(seq: u64) -> u64 {
     crate::types::pack_trailer(seq, ValueKind::Put)
 }
@@ -164,7 +174,7 @@ fn value_of(key: &[u8]) -> Vec<u8> {
 #[test]
 fn concurrent_inserts_with_concurrent_readers() {
     const WRITERS: u64 = 4;
-    const PER_WRITER: u64 = 5_000;
+    const PER_WRITER: u64 = scaled(5_000, 120);
     // Small chunks so arena refills race too.
     let list = Arc::new(SkipList::with_arena(Arena::with_chunk_size(4096)));
     let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -247,7 +257,7 @@ fn concurrent_inserts_with_concurrent_readers() {
 
 #[test]
 fn concurrent_duplicate_inserts_have_one_winner() {
-    const KEYS: u64 = 3_000;
+    const KEYS: u64 = scaled(3_000, 150);
     let list = Arc::new(SkipList::with_arena(Arena::with_chunk_size(4096)));
     let threads: Vec<_> = (0..4)
         .map(|_| {
@@ -276,7 +286,7 @@ fn keys_sharing_or_lacking_an_8_byte_prefix() {
     // Long keys with a common 8-byte prefix (bounds never decide), short keys
     // (zero-padded prefixes), and 0xff keys (prefix u64::MAX, like a null link).
     let mut keys: Vec<Vec<u8>> = Vec::new();
-    for i in 0..300u32 {
+    for i in 0..scaled(300, 40) as u32 {
         let mut k = b"commonpf".to_vec();
         k.extend_from_slice(&((i * 7919) % 1000).to_be_bytes());
         keys.push(k);
@@ -318,7 +328,7 @@ fn keys_sharing_or_lacking_an_8_byte_prefix() {
 fn completed_inserts_are_always_found_by_concurrent_readers() {
     use std::sync::atomic::AtomicU64;
     const WRITERS: u64 = 4;
-    const PER_WRITER: u64 = 20_000;
+    const PER_WRITER: u64 = scaled(20_000, 120);
     let list = Arc::new(SkipList::with_arena(Arena::with_chunk_size(4096)));
     let progress: Arc<Vec<AtomicU64>> = Arc::new((0..WRITERS).map(|_| AtomicU64::new(0)).collect());
 
