@@ -92,6 +92,10 @@ impl Default for TxnOptions {
 /// A buffered write: `Some(value)` = put, `None` = delete.
 type Buffer = BTreeMap<(CfId, Vec<u8>), Option<Vec<u8>>>;
 
+/// A key and what the write buffer held for it before a write (`None`:
+/// nothing).
+type UndoEntry = ((CfId, Vec<u8>), Option<Option<Vec<u8>>>);
+
 /// A pessimistic transaction. Dropping it without [`Txn::commit`] rolls it back.
 pub struct Txn {
     /// A handle of its own: the transaction can outlive the caller's borrow
@@ -105,8 +109,12 @@ pub struct Txn {
     buffer: Buffer,
     /// Every row lock granted to this transaction (released at the end).
     locked: BTreeSet<(CfId, Vec<u8>)>,
-    /// Copies of `buffer` at each savepoint, oldest first.
-    savepoints: Vec<Buffer>,
+    /// Open savepoints, oldest first: the length of `undo` when each was set.
+    savepoints: Vec<usize>,
+    /// While a savepoint is open: each buffered write's key and what the
+    /// buffer held for it before (`None`: nothing), oldest first. Undoing
+    /// back to a savepoint costs the writes since it, not the whole buffer.
+    undo: Vec<UndoEntry>,
     /// Locks released (committed or rolled back), or handed to the
     /// prepared-transaction registry.
     finished: bool,
@@ -143,6 +151,7 @@ impl Db {
             buffer: BTreeMap::new(),
             locked: BTreeSet::new(),
             savepoints: Vec::new(),
+            undo: Vec::new(),
             finished: false,
             prepared_as: None,
             reads: Default::default(),
@@ -210,7 +219,7 @@ impl Txn {
     /// Buffers `key = value` in `cf` (after locking it).
     pub fn put_cf(&mut self, cf: CfId, key: &[u8], value: &[u8]) -> Result<()> {
         self.lock_for_write(cf, key)?;
-        self.buffer.insert((cf, key.to_vec()), Some(value.to_vec()));
+        self.buffer_write(cf, key, Some(value.to_vec()));
         Ok(())
     }
 
@@ -222,25 +231,49 @@ impl Txn {
     /// Buffers a delete of `key` in `cf` (after locking it).
     pub fn delete_cf(&mut self, cf: CfId, key: &[u8]) -> Result<()> {
         self.lock_for_write(cf, key)?;
-        self.buffer.insert((cf, key.to_vec()), None);
+        self.buffer_write(cf, key, None);
         Ok(())
+    }
+
+    /// Buffers one write, logging what it replaced while a savepoint is open.
+    fn buffer_write(&mut self, cf: CfId, key: &[u8], value: Option<Vec<u8>>) {
+        let k = (cf, key.to_vec());
+        if self.savepoints.is_empty() {
+            self.buffer.insert(k, value);
+        } else {
+            let before = self.buffer.insert(k.clone(), value);
+            self.undo.push((k, before));
+        }
     }
 
     /// Marks a savepoint: [`Txn::rollback_to_savepoint`] undoes the writes
     /// buffered after it. Row locks taken since stay held (as in InnoDB and
     /// RocksDB): releasing them early would break two-phase locking.
     pub fn set_savepoint(&mut self) {
-        self.savepoints.push(self.buffer.clone());
+        self.savepoints.push(self.undo.len());
     }
 
     /// Undoes the writes since the newest savepoint and removes it;
     /// `InvalidArgument` if there is none.
     pub fn rollback_to_savepoint(&mut self) -> Result<()> {
-        let saved = self
+        let mark = self
             .savepoints
             .pop()
             .ok_or_else(|| Error::InvalidArgument("no savepoint to roll back to".into()))?;
-        self.buffer = saved;
+        // Newest first, so a key written twice ends as it was at the mark.
+        while self.undo.len() > mark {
+            let Some((k, before)) = self.undo.pop() else {
+                break;
+            };
+            match before {
+                Some(v) => {
+                    self.buffer.insert(k, v);
+                }
+                None => {
+                    self.buffer.remove(&k);
+                }
+            }
+        }
         Ok(())
     }
 
@@ -325,6 +358,7 @@ impl Txn {
         self.shared.clear();
         self.buffer.clear();
         self.savepoints.clear();
+        self.undo.clear();
         self.prepared_as = Some(xid.to_vec());
         Ok(())
     }
@@ -407,6 +441,7 @@ impl Txn {
         self.finished = true;
         self.buffer.clear();
         self.savepoints.clear();
+        self.undo.clear();
         let mut held = std::mem::take(&mut self.locked);
         held.append(&mut self.shared);
         let keys: Vec<(CfId, Vec<u8>)> = held.into_iter().collect();

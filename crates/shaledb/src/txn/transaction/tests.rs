@@ -79,6 +79,51 @@ fn rollback_and_drop_release_locks_and_discard_writes() {
     assert_eq!(db.get(b"k").unwrap(), Some(b"x".to_vec()));
 }
 
+/// Random writes, savepoints and rollbacks against a model that keeps a
+/// full copy of the buffer per savepoint (what the undo log replaced).
+#[test]
+fn savepoint_undo_log_matches_buffer_copies() {
+    use rand::{Rng, SeedableRng};
+    let db = open();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+    for round in 0..20 {
+        let mut t = db.begin(si());
+        let mut model: BTreeMap<u8, Option<u8>> = BTreeMap::new();
+        let mut saved: Vec<BTreeMap<u8, Option<u8>>> = Vec::new();
+        for _ in 0..300 {
+            let k = rng.gen_range(0..12u8);
+            match rng.gen_range(0..10) {
+                0..=4 => {
+                    let v = rng.gen::<u8>();
+                    t.put(&[k], &[v]).unwrap();
+                    model.insert(k, Some(v));
+                }
+                5 | 6 => {
+                    t.delete(&[k]).unwrap();
+                    model.insert(k, None);
+                }
+                7 => {
+                    t.set_savepoint();
+                    saved.push(model.clone());
+                }
+                _ => match saved.pop() {
+                    Some(m) => {
+                        t.rollback_to_savepoint().unwrap();
+                        model = m;
+                    }
+                    None => assert!(t.rollback_to_savepoint().is_err()),
+                },
+            }
+            for key in 0..12u8 {
+                let want = model.get(&key).copied().flatten().map(|v| vec![v]);
+                assert_eq!(t.get(&[key]).unwrap(), want, "round {round} key {key}");
+            }
+        }
+        assert_eq!(t.num_writes(), model.len());
+        t.rollback();
+    }
+}
+
 #[test]
 fn savepoints_undo_writes_but_keep_locks() {
     let db = open();
