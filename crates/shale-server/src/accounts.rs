@@ -422,6 +422,11 @@ pub fn host_matches(pattern: &str, peer: &str) -> bool {
     like(pattern.as_bytes(), peer.as_bytes()) || (loopback && pattern == "localhost")
 }
 
+/// SQL `LIKE` without escapes, ASCII case-insensitive (`SHOW STATUS LIKE`).
+pub fn like_ci(pattern: &str, s: &str) -> bool {
+    like(pattern.as_bytes(), s.as_bytes())
+}
+
 fn like(p: &[u8], s: &[u8]) -> bool {
     match p.split_first() {
         None => s.is_empty(),

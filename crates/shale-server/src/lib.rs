@@ -9,6 +9,7 @@
 //! protocol -> `server` (sockets, threads, shutdown).
 
 pub mod accounts;
+pub mod admin;
 pub mod backend;
 pub mod mysql;
 pub mod process;

@@ -1,0 +1,207 @@
+//! A small tokenizer for the server-level statements [`super`] handles
+//! (accounts, process list, status). The SQL layer has a real parser; these
+//! statements are few and flat, so words, quoted names, numbers and
+//! punctuation are all they need.
+//!
+//! Also splits a `COM_QUERY` text into statements at `;` outside quotes and
+//! comments, as the mysql client's multi-statement mode expects.
+
+/// One token. Words keep their case; compare with [`Token::is`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Token {
+    /// A bare word: keyword or unquoted name.
+    Word(String),
+    /// `'...'` or `"..."`, with `\x` and doubled-quote escapes resolved.
+    Str(String),
+    /// `` `...` `` (a quoted identifier).
+    Ident(String),
+    /// A run of digits.
+    Number(u64),
+    /// Any other single character (`@`, `,`, `.`, `=`, `*`, `(`, `)`).
+    Punct(char),
+}
+
+impl Token {
+    /// True for the word `kw` (any case).
+    pub fn is(&self, kw: &str) -> bool {
+        matches!(self, Token::Word(w) if w.eq_ignore_ascii_case(kw))
+    }
+
+    /// The text of a word, string or quoted identifier.
+    pub fn text(&self) -> Option<&str> {
+        match self {
+            Token::Word(s) | Token::Str(s) | Token::Ident(s) => Some(s),
+            _ => None,
+        }
+    }
+}
+
+/// Tokens of `s`, or `None` if a quote is left open.
+pub fn tokens(s: &str) -> Option<Vec<Token>> {
+    let mut out = Vec::new();
+    let mut chars = s.chars().peekable();
+    while let Some(&c) = chars.peek() {
+        if c.is_whitespace() {
+            chars.next();
+        } else if c == '\'' || c == '"' || c == '`' {
+            chars.next();
+            let mut text = String::new();
+            loop {
+                let ch = chars.next()?;
+                if ch == c {
+                    if chars.peek() == Some(&c) {
+                        chars.next();
+                        text.push(c);
+                        continue;
+                    }
+                    break;
+                }
+                if ch == '\\' && c != '`' {
+                    text.push(chars.next()?);
+                    continue;
+                }
+                text.push(ch);
+            }
+            out.push(if c == '`' {
+                Token::Ident(text)
+            } else {
+                Token::Str(text)
+            });
+        } else if c.is_ascii_digit() {
+            let mut n: u64 = 0;
+            while let Some(d) = chars.peek().and_then(|ch| ch.to_digit(10)) {
+                n = n.checked_mul(10)?.checked_add(u64::from(d))?;
+                chars.next();
+            }
+            out.push(Token::Number(n));
+        } else if c.is_alphanumeric() || c == '_' || c == '$' {
+            let mut w = String::new();
+            while let Some(&ch) = chars.peek() {
+                if ch.is_alphanumeric() || ch == '_' || ch == '$' {
+                    w.push(ch);
+                    chars.next();
+                } else {
+                    break;
+                }
+            }
+            out.push(Token::Word(w));
+        } else {
+            chars.next();
+            out.push(Token::Punct(c));
+        }
+    }
+    Some(out)
+}
+
+/// Splits `sql` into statements at `;` outside quotes and comments
+/// (`-- `, `#`, `/* */`). Empty statements are dropped; each statement is
+/// trimmed.
+pub fn split_statements(sql: &str) -> Vec<&str> {
+    let bytes = sql.as_bytes();
+    let mut out = Vec::new();
+    let (mut start, mut i) = (0usize, 0usize);
+    let at = |i: usize| bytes.get(i).copied();
+    while let Some(b) = at(i) {
+        match b {
+            b'\'' | b'"' | b'`' => {
+                i += 1;
+                while let Some(c) = at(i) {
+                    if c == b'\\' && b != b'`' {
+                        i += 2;
+                        continue;
+                    }
+                    i += 1;
+                    if c == b {
+                        if at(i) == Some(b) {
+                            i += 1; // doubled quote
+                            continue;
+                        }
+                        break;
+                    }
+                }
+            }
+            b'-' if at(i + 1) == Some(b'-')
+                && at(i + 2).is_none_or(|c| c == b' ' || c == b'\t' || c == b'\n') =>
+            {
+                while at(i).is_some_and(|c| c != b'\n') {
+                    i += 1;
+                }
+            }
+            b'#' => {
+                while at(i).is_some_and(|c| c != b'\n') {
+                    i += 1;
+                }
+            }
+            b'/' if at(i + 1) == Some(b'*') => {
+                i += 2;
+                while at(i).is_some() && !(at(i) == Some(b'*') && at(i + 1) == Some(b'/')) {
+                    i += 1;
+                }
+                i += 2;
+            }
+            b';' => {
+                push_trimmed(&mut out, sql, start, i);
+                i += 1;
+                start = i;
+            }
+            _ => i += 1,
+        }
+    }
+    push_trimmed(&mut out, sql, start, sql.len());
+    out
+}
+
+fn push_trimmed<'a>(out: &mut Vec<&'a str>, sql: &'a str, start: usize, end: usize) {
+    // Quote and comment skipping may step past the end; every boundary
+    // used here is an ASCII byte or the end, so `get` only fails past it.
+    let end = end.min(sql.len());
+    if let Some(s) = sql.get(start..end) {
+        let s = s.trim();
+        if !s.is_empty() {
+            out.push(s);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn splits_outside_quotes_and_comments() {
+        assert_eq!(
+            split_statements("select 'a;b'; select \"c;\" ;; -- x;y\nselect 1 /* ; */"),
+            vec!["select 'a;b'", "select \"c;\"", "-- x;y\nselect 1 /* ; */"]
+        );
+        assert_eq!(split_statements("select 'it''s;'"), vec!["select 'it''s;'"]);
+        assert_eq!(split_statements("select 'a\\';'"), vec!["select 'a\\';'"]);
+        assert!(split_statements(" ; ").is_empty());
+        // An unterminated quote or comment keeps the rest as one statement.
+        assert_eq!(split_statements("select 'x; y"), vec!["select 'x; y"]);
+        assert_eq!(
+            split_statements("select 1 /* x; y"),
+            vec!["select 1 /* x; y"]
+        );
+    }
+
+    #[test]
+    fn tokens_of_an_account_statement() {
+        let t = tokens("CREATE USER 'a''b'@`h%` IDENTIFIED BY \"p\\\"w\"").unwrap();
+        assert_eq!(
+            t,
+            vec![
+                Token::Word("CREATE".into()),
+                Token::Word("USER".into()),
+                Token::Str("a'b".into()),
+                Token::Punct('@'),
+                Token::Ident("h%".into()),
+                Token::Word("IDENTIFIED".into()),
+                Token::Word("BY".into()),
+                Token::Str("p\"w".into()),
+            ]
+        );
+        assert!(tokens("KILL 18446744073709551616").is_none());
+        assert!(tokens("select 'open").is_none());
+        assert_eq!(tokens("KILL 7").unwrap().get(1), Some(&Token::Number(7)));
+    }
+}
