@@ -18,6 +18,8 @@ use crate::mysql::auth::Credentials;
 use shaledb::txn::TxnOptions;
 use shaledb::{CfId, Db, WriteOptions};
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 /// The column family holding accounts.
 pub const ACCOUNTS_CF: &str = "__shale_accounts";
@@ -183,6 +185,10 @@ fn names(bits: u64, all: u64) -> String {
 pub struct AccountStore {
     db: Db,
     cf: CfId,
+    /// Bumped after every committed change, so a session can keep its
+    /// account and re-read it only when this moved (shared by clones; all
+    /// changes of one server go through one store).
+    generation: Arc<AtomicU64>,
 }
 
 fn key(user: &str, host: &str) -> Vec<u8> {
@@ -197,7 +203,11 @@ impl AccountStore {
             Err(shaledb::Error::ColumnFamilyNotFound(_)) => db.create_cf(ACCOUNTS_CF)?,
             Err(e) => return Err(e.into()),
         };
-        Ok(AccountStore { db: db.clone(), cf })
+        Ok(AccountStore {
+            db: db.clone(),
+            cf,
+            generation: Arc::default(),
+        })
     }
 
     /// A new data directory's first account: `'root'@'localhost'` with
@@ -221,6 +231,11 @@ impl AccountStore {
             Level::Global,
         )?;
         Ok(Some(pw))
+    }
+
+    /// Changes committed through this store (or its clones) so far.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
     }
 
     /// Every account, by user then host.
@@ -391,11 +406,13 @@ impl AccountStore {
             Some(None) => {
                 t.delete_cf(self.cf, &k)?;
                 t.commit()?;
+                self.generation.fetch_add(1, Ordering::AcqRel);
                 Ok(true)
             }
             Some(Some(a)) => {
                 t.put_cf(self.cf, &k, &encode(&a))?;
                 t.commit()?;
+                self.generation.fetch_add(1, Ordering::AcqRel);
                 Ok(true)
             }
         }

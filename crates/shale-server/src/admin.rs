@@ -370,18 +370,18 @@ fn status(p: &mut Parser<'_>, ctx: &AdminContext<'_>) -> Result<Reply, SqlError>
         None
     };
     p.end()?;
-    let list = ctx
-        .info
-        .shared
-        .stats
+    let stats = &ctx.info.shared.stats;
+    let list = stats
         .status_rows()
         .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .chain(stats.stage_rows())
         .filter(|(k, _)| {
             pattern
                 .as_deref()
                 .is_none_or(|pat| crate::accounts::like_ci(pat, k))
         })
-        .map(|(k, v)| vec![text(k), text(&v.to_string())])
+        .map(|(k, v)| vec![text(&k), text(&v.to_string())])
         .collect();
     Ok(rows(&["Variable_name", "Value"], list))
 }

@@ -11,6 +11,7 @@
 pub mod accounts;
 pub mod admin;
 pub mod backend;
+pub mod metrics;
 pub mod mysql;
 pub mod process;
 pub mod server;

@@ -28,12 +28,15 @@ pub const BUCKETS: usize = 40;
 /// Latency samples of one stage, in exponential buckets.
 pub struct StageHistogram {
     buckets: [AtomicU64; BUCKETS],
+    /// Sum of all samples in ns (Prometheus' `_sum`).
+    sum_ns: AtomicU64,
 }
 
 impl Default for StageHistogram {
     fn default() -> Self {
         StageHistogram {
             buckets: std::array::from_fn(|_| AtomicU64::new(0)),
+            sum_ns: AtomicU64::new(0),
         }
     }
 }
@@ -46,6 +49,12 @@ impl StageHistogram {
         if let Some(b) = self.buckets.get(i.min(BUCKETS - 1)) {
             b.fetch_add(1, Ordering::Relaxed);
         }
+        self.sum_ns.fetch_add(ns, Ordering::Relaxed);
+    }
+
+    /// Sum of all samples, in ns.
+    pub fn sum_ns(&self) -> u64 {
+        self.sum_ns.load(Ordering::Relaxed)
     }
 
     /// `(lower bound in ns, count)` of every non-empty bucket.
@@ -86,6 +95,7 @@ impl StageHistogram {
         for b in &self.buckets {
             b.store(0, Ordering::Relaxed);
         }
+        self.sum_ns.store(0, Ordering::Relaxed);
     }
 }
 
@@ -127,6 +137,26 @@ impl ServerStats {
             ("Questions", g(&self.questions)),
             ("Threads_connected", g(&self.threads_connected)),
         ]
+    }
+
+    /// Stage histogram summaries as status rows: `Stage_<name>_count` and
+    /// the upper bounds of the buckets holding the 50th, 95th and 99th
+    /// percentiles, in microseconds (`Stage_run_p95_us`). Empty while no
+    /// sample was taken.
+    pub fn stage_rows(&self) -> Vec<(String, u64)> {
+        let mut out = Vec::new();
+        for (name, h) in self.stages() {
+            let count: u64 = h.snapshot().iter().map(|(_, n)| n).sum();
+            if count == 0 {
+                continue;
+            }
+            out.push((format!("Stage_{name}_count"), count));
+            for p in [50u32, 95, 99] {
+                let ns = h.percentile_upper_ns(f64::from(p)).unwrap_or(0);
+                out.push((format!("Stage_{name}_p{p}_us"), ns.div_ceil(1000)));
+            }
+        }
+        out
     }
 
     /// The three stage histograms by name.
