@@ -223,6 +223,15 @@ pub trait Session: Send {
     fn execute(&mut self, id: u32, params: &[Value]) -> Result<Reply, SqlError>;
     /// `COM_STMT_CLOSE`.
     fn close_statement(&mut self, id: u32);
+    /// `COM_FIELD_LIST` (deprecated, still sent by the mysql client for
+    /// name completion): the columns of `table` in the current database.
+    fn field_list(&mut self, table: &str) -> Result<Vec<Column>, SqlError> {
+        Err(SqlError::new(
+            1146,
+            *b"42S02",
+            format!("Table '{table}' doesn't exist"),
+        ))
+    }
 }
 
 /// Who a new session is for, and the server it runs in.

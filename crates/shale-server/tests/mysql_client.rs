@@ -100,6 +100,16 @@ impl Session for FixtureSession {
         })
     }
     fn close_statement(&mut self, _id: u32) {}
+    /// Table `t` has columns `a` and `b`.
+    fn field_list(&mut self, table: &str) -> Result<Vec<Column>, SqlError> {
+        if table != "t" {
+            return Err(SqlError::new(1146, *b"42S02", "no such table"));
+        }
+        Ok(vec![
+            Column::new("a", ColumnType::LongLong),
+            Column::new("b", ColumnType::VarString),
+        ])
+    }
 }
 
 impl FixtureSession {
@@ -537,6 +547,34 @@ fn command(c: &mut TcpStream, payload: &[u8]) {
     let l = u32::try_from(payload.len()).unwrap().to_le_bytes();
     c.write_all(&[l[0], l[1], l[2], 0]).unwrap();
     c.write_all(payload).unwrap();
+}
+
+/// COM_FIELD_LIST: a column definition per column, then EOF; an unknown
+/// table is an ERR packet and the connection goes on.
+#[test]
+fn field_list_sends_column_definitions() {
+    let s = start(ServerConfig::default());
+    let mut c = raw_login(s.addr, "root", "rootpw");
+    command(&mut c, b"\x04t\0");
+    let mut names = Vec::new();
+    loop {
+        let p = read_packet(&mut c);
+        if p[0] == 0xfe && p.len() < 9 {
+            break; // EOF
+        }
+        // catalog "def", schema, table, org_table, then the name.
+        let mut r = shale_server::mysql::wire::Reader::new(&p);
+        for _ in 0..4 {
+            r.lenenc_bytes("x").unwrap();
+        }
+        names.push(String::from_utf8(r.lenenc_bytes("name").unwrap().to_vec()).unwrap());
+    }
+    assert_eq!(names, ["a", "b"]);
+    command(&mut c, b"\x04nope\0");
+    let e = read_packet(&mut c);
+    assert_eq!((e[0], u16::from_le_bytes([e[1], e[2]])), (0xff, 1146));
+    command(&mut c, b"\x0e"); // ping: still served
+    assert_eq!(read_packet(&mut c)[0], 0x00);
 }
 
 /// Prepare, send a parameter as long data, execute twice (the second time

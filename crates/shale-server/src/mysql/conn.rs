@@ -291,6 +291,7 @@ impl<S: Read + Write, T: Session> Conn<S, T> {
                         Err(e) => self.send_err(&e)?,
                     }
                 }
+                com::FIELD_LIST => self.field_list(body)?,
                 com::STMT_PREPARE => self.stmt_prepare(body)?,
                 com::STMT_EXECUTE => self.stmt_execute(body)?,
                 com::STMT_SEND_LONG_DATA => self.stmt_send_long_data(body)?,
@@ -372,6 +373,26 @@ impl<S: Read + Write, T: Session> Conn<S, T> {
         self.io.flush()?;
         self.record_stages(started, ran);
         Ok(())
+    }
+
+    /// `COM_FIELD_LIST`: `table NUL [wildcard]`; a column definition per
+    /// column (each followed by its default, sent as NULL), then EOF.
+    fn field_list(&mut self, body: &[u8]) -> Result<(), ProtocolError> {
+        let table = body.split(|&b| b == 0).next().unwrap_or_default();
+        let table = String::from_utf8_lossy(table);
+        match self.session.field_list(&table) {
+            Ok(columns) => {
+                for c in &columns {
+                    let mut def = column_definition(c);
+                    def.push(0xfb); // default value: NULL
+                    self.io.write_payload(&def);
+                }
+                let st = session_status(&self.session);
+                self.io.write_payload(&eof_packet(0, st));
+                self.io.flush()
+            }
+            Err(e) => self.send_err(&e),
+        }
     }
 
     /// Now, if stage histograms are on.
