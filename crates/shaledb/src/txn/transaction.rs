@@ -253,6 +253,19 @@ impl Txn {
         self.savepoints.push(self.undo.len());
     }
 
+    /// Removes the newest savepoint, keeping the writes made since it (a
+    /// statement that succeeded); `InvalidArgument` if there is none. With
+    /// no savepoint left, the undo log is dropped.
+    pub fn release_savepoint(&mut self) -> Result<()> {
+        self.savepoints
+            .pop()
+            .ok_or_else(|| Error::InvalidArgument("no savepoint to release".into()))?;
+        if self.savepoints.is_empty() {
+            self.undo.clear();
+        }
+        Ok(())
+    }
+
     /// Undoes the writes since the newest savepoint and removes it;
     /// `InvalidArgument` if there is none.
     pub fn rollback_to_savepoint(&mut self) -> Result<()> {

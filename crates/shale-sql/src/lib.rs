@@ -1,0 +1,93 @@
+//! Tables and SQL on the ShaleDB engine.
+//!
+//! The layers, each in its own module (docs/tables.md has the formats):
+//!
+//! ```text
+//! session   statements, transactions, prepared statements, SET/SHOW
+//! select    planning (access paths, joins) and execution of SELECT
+//! dml       INSERT / REPLACE / UPDATE / DELETE, index maintenance
+//! ddl       CREATE / ALTER / DROP: instant column changes, index builds
+//! catalog   the data dictionary in the engine's `sql_dict` column family
+//! index     index entries; keycodec: memcomparable keys; rowcodec: rows
+//! expr      bound expressions; functions: scalar functions; types: values
+//! ```
+//!
+//! Embedded use:
+//!
+//! ```
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let dir = tempfile::tempdir()?;
+//! let db = shaledb::Db::open(dir.path(), shaledb::Options::default())?;
+//! let sql = shale_sql::Database::open(db)?;
+//! let mut s = sql.session();
+//! s.execute("CREATE DATABASE shop")?;
+//! s.execute("USE shop")?;
+//! s.execute("CREATE TABLE item (id INT PRIMARY KEY, name VARCHAR(20), qty INT NOT NULL DEFAULT 0)")?;
+//! s.execute("INSERT INTO item (id, name) VALUES (1, 'bolt'), (2, 'nut')")?;
+//! let out = s.execute("SELECT name, qty FROM item WHERE id = 2")?;
+//! let shale_sql::Output::Rows { rows, .. } = out else { panic!("rows expected") };
+//! assert_eq!(rows, vec![vec![shale_sql::Datum::text("nut"), shale_sql::Datum::Int(0)]]);
+//! # Ok(()) }
+//! ```
+
+mod access;
+mod catalog;
+mod ddl;
+mod dml;
+mod error;
+mod expr;
+mod functions;
+mod index;
+mod keycodec;
+mod output;
+mod rowcodec;
+mod select;
+mod session;
+mod show;
+mod types;
+
+pub use error::{Error, Result};
+pub use output::{ColumnMeta, Output};
+pub use session::{PreparedStatement, Session, MAX_STATEMENT_BYTES, VERSION};
+pub use types::{DateTime, Datum, Decimal, SqlType};
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+/// The SQL layer over one engine database. Cheap to clone; sessions share it.
+#[derive(Clone)]
+pub struct Database {
+    shared: Arc<session::Shared>,
+}
+
+impl Database {
+    /// Opens the SQL layer on `db`: creates its column families on first
+    /// use, loads the dictionary, finishes interrupted space reclamation.
+    pub fn open(db: shaledb::Db) -> Result<Database> {
+        let catalog = catalog::Catalog::open(db)?;
+        Ok(Database {
+            shared: Arc::new(session::Shared::new(catalog)),
+        })
+    }
+
+    /// A new session (one per client connection).
+    pub fn session(&self) -> Session {
+        Session::new(self.shared.clone())
+    }
+
+    /// Whether commits wait for the WAL to reach the disk (fsync).
+    pub fn set_sync_commits(&self, on: bool) {
+        self.shared.sync_commits.store(on, Ordering::Relaxed);
+        self.shared
+            .catalog
+            .set_write_options(shaledb::WriteOptions {
+                sync: on,
+                ..Default::default()
+            });
+    }
+
+    /// The engine underneath.
+    pub fn engine(&self) -> &shaledb::Db {
+        self.shared.catalog.engine()
+    }
+}

@@ -1,0 +1,1259 @@
+//! SELECT: planning (tables, access paths, bound expressions) and
+//! execution (nested-loop joins over access paths, filters, grouping,
+//! sorting, DISTINCT, LIMIT).
+//!
+//! A statement is planned on each execution, with its parameters known
+//! (point queries plan in microseconds; a cached plan would save little).
+//! Execution streams rows from the first table's path; each joined table
+//! is read per row of the tables before it, through its own path.
+
+use crate::access::{self, AccessPath, KeyRange};
+use crate::catalog::{Catalog, TableDef};
+use crate::error::{Error, Result};
+use crate::expr::{
+    ident_name, AggCall, AggFunc, BExpr, Binder, EvalCx, Scope, ScopeCol, SessionFacts,
+};
+use crate::index;
+use crate::output::{conform, ColumnMeta};
+use crate::types::{sort_order, Datum, Decimal, SqlType};
+use shaledb::txn::Txn;
+use sqlparser::ast;
+use std::cell::RefCell;
+use std::cmp::Ordering;
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
+use std::sync::Arc;
+
+/// A table in FROM.
+#[derive(Clone, Debug)]
+pub struct TableRef {
+    pub def: Arc<TableDef>,
+    pub alias: String,
+    /// Position of its first column in the joined row.
+    pub offset: usize,
+    /// LEFT JOIN: rows without a match are NULL-extended.
+    pub left: bool,
+    pub on: Option<BExpr>,
+    pub path: Option<AccessPath>,
+    /// WHERE conjuncts evaluated as soon as this table's columns are in.
+    pub filters: Vec<BExpr>,
+}
+
+/// A result column.
+#[derive(Clone, Debug)]
+pub struct OutCol {
+    pub expr: BExpr,
+    pub meta: ColumnMeta,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LockKind {
+    Share,
+    Update,
+}
+
+/// A planned SELECT.
+#[derive(Clone, Debug)]
+pub struct SelectPlan {
+    pub tables: Vec<TableRef>,
+    pub width: usize,
+    /// WHERE conjuncts not placed at a table.
+    pub filter: Vec<BExpr>,
+    pub group_by: Vec<BExpr>,
+    pub aggs: Vec<AggCall>,
+    pub aggregate: bool,
+    pub having: Option<BExpr>,
+    pub projection: Vec<OutCol>,
+    pub order_by: Vec<(BExpr, bool)>,
+    pub distinct: bool,
+    pub limit: Option<u64>,
+    pub offset: u64,
+    pub lock: Option<LockKind>,
+    /// UNION [ALL] arms after this one: (plan, all).
+    pub unions: Vec<(SelectPlan, bool)>,
+}
+
+/// Plans statements for one session.
+pub struct Planner<'a> {
+    pub cat: &'a Catalog,
+    pub facts: &'a SessionFacts,
+    pub params: &'a [Datum],
+}
+
+fn const_u64(e: &ast::Expr, params: &[Datum]) -> Result<u64> {
+    let v = match e {
+        ast::Expr::Value(v) => match &v.value {
+            ast::Value::Placeholder(p) => params
+                .get(crate::expr::placeholder_index(p)?)
+                .cloned()
+                .unwrap_or(Datum::Null),
+            other => crate::expr::literal(other)?,
+        },
+        other => {
+            return Err(Error::Syntax(format!(
+                "LIMIT/OFFSET must be a number, not {other}"
+            )))
+        }
+    };
+    v.to_i128()
+        .and_then(|n| u64::try_from(n).ok())
+        .ok_or_else(|| Error::Syntax(format!("bad LIMIT/OFFSET value {e}")))
+}
+
+/// Infers a result type for a bound expression.
+pub fn infer(e: &BExpr, scope: &Scope, aggs: &[AggCall], params: &[Datum]) -> SqlType {
+    let of_datum = |d: &Datum| match d {
+        Datum::Int(_) | Datum::Null => SqlType::Int {
+            bytes: 8,
+            unsigned: false,
+        },
+        Datum::UInt(_) => SqlType::Int {
+            bytes: 8,
+            unsigned: true,
+        },
+        Datum::Double(_) => SqlType::Double,
+        Datum::Decimal(d) => SqlType::Decimal {
+            precision: 38,
+            scale: d.scale,
+        },
+        Datum::Bytes(b) => SqlType::VarChar(u32::try_from(b.len()).unwrap_or(u32::MAX).max(1)),
+        Datum::Date(_) => SqlType::Date,
+        Datum::DateTime(_) => SqlType::DateTime,
+    };
+    let big = SqlType::Int {
+        bytes: 8,
+        unsigned: false,
+    };
+    match e {
+        BExpr::Lit(d) => of_datum(d),
+        BExpr::Param(i) => params.get(*i).map_or(SqlType::VarChar(255), of_datum),
+        BExpr::Col(i) => scope
+            .cols
+            .get(*i)
+            .map_or(SqlType::VarChar(255), |c| c.ty.clone()),
+        BExpr::Neg(x) => infer(x, scope, aggs, params),
+        BExpr::Binary(op, a, b) => {
+            use crate::expr::BinOp::*;
+            match op {
+                Add | Sub | Mul | Div | IntDiv | Mod => {
+                    let (ta, tb) = (infer(a, scope, aggs, params), infer(b, scope, aggs, params));
+                    let dbl = |t: &SqlType| {
+                        matches!(t, SqlType::Double | SqlType::Float) || t.is_string()
+                    };
+                    if *op == IntDiv {
+                        big
+                    } else if dbl(&ta) || dbl(&tb) {
+                        SqlType::Double
+                    } else if *op == Div
+                        || matches!(ta, SqlType::Decimal { .. })
+                        || matches!(tb, SqlType::Decimal { .. })
+                    {
+                        SqlType::Decimal {
+                            precision: 38,
+                            scale: 4,
+                        }
+                    } else {
+                        let unsigned = matches!(ta, SqlType::Int { unsigned: true, .. })
+                            || matches!(tb, SqlType::Int { unsigned: true, .. });
+                        SqlType::Int { bytes: 8, unsigned }
+                    }
+                }
+                _ => big,
+            }
+        }
+        BExpr::Agg(i) => match aggs.get(*i) {
+            Some(AggCall {
+                func: AggFunc::Count | AggFunc::CountStar,
+                ..
+            }) => big,
+            Some(AggCall {
+                func, arg: Some(a), ..
+            }) => {
+                let t = infer(a, scope, aggs, params);
+                match (func, &t) {
+                    (AggFunc::Min | AggFunc::Max, _) => t,
+                    (_, SqlType::Double | SqlType::Float) => SqlType::Double,
+                    (AggFunc::Sum, SqlType::Decimal { scale, .. }) => SqlType::Decimal {
+                        precision: 38,
+                        scale: *scale,
+                    },
+                    (AggFunc::Sum, SqlType::Int { .. }) => SqlType::Decimal {
+                        precision: 38,
+                        scale: 0,
+                    },
+                    (AggFunc::Avg, SqlType::Decimal { scale, .. }) => SqlType::Decimal {
+                        precision: 38,
+                        scale: scale.saturating_add(4),
+                    },
+                    (AggFunc::Avg, SqlType::Int { .. }) => SqlType::Decimal {
+                        precision: 38,
+                        scale: 4,
+                    },
+                    _ => SqlType::Double,
+                }
+            }
+            _ => big,
+        },
+        BExpr::Cast(_, t) => t.clone(),
+        BExpr::Case(_, whens, otherwise) => whens
+            .first()
+            .map(|(_, r)| r)
+            .or(otherwise.as_deref())
+            .map_or(SqlType::VarChar(255), |r| infer(r, scope, aggs, params)),
+        BExpr::Subquery(p) => p
+            .projection
+            .first()
+            .map_or(SqlType::VarChar(255), |c| c.meta.ty.clone()),
+        BExpr::Func(name, args) => match name.as_str() {
+            "COALESCE" | "IFNULL" | "GREATEST" | "LEAST" | "NULLIF" | "ABS" | "ROUND"
+            | "TRUNCATE" => args
+                .first()
+                .map_or(SqlType::VarChar(255), |a| infer(a, scope, aggs, params)),
+            "IF" => args
+                .get(1)
+                .map_or(SqlType::VarChar(255), |a| infer(a, scope, aggs, params)),
+            "LENGTH" | "OCTET_LENGTH" | "CHAR_LENGTH" | "CHARACTER_LENGTH" | "SIGN" | "ISNULL" => {
+                big
+            }
+            "FLOOR" | "CEIL" | "CEILING" => {
+                match args.first().map(|a| infer(a, scope, aggs, params)) {
+                    Some(SqlType::Double | SqlType::Float) => SqlType::Double,
+                    _ => big,
+                }
+            }
+            "LAST_INSERT_ID" | "CONNECTION_ID" => SqlType::Int {
+                bytes: 8,
+                unsigned: true,
+            },
+            "NOW" | "CURRENT_TIMESTAMP" | "SYSDATE" | "UTC_TIMESTAMP" => SqlType::DateTime,
+            "CURDATE" | "CURRENT_DATE" | "DATE" => SqlType::Date,
+            "MOD" => big,
+            _ => SqlType::Text(65_535),
+        },
+        _ => big,
+    }
+}
+
+impl<'a> Planner<'a> {
+    fn binder<'b>(
+        &'b self,
+        scope: &'b Scope,
+        aggs: Option<&'b mut Vec<AggCall>>,
+        sub: &'b dyn Fn(&ast::Query) -> Result<SelectPlan>,
+    ) -> Binder<'b> {
+        Binder {
+            scope,
+            facts: self.facts,
+            aggs,
+            subquery: sub,
+        }
+    }
+
+    /// Resolves `[db.]table` against the current database.
+    pub fn table(&self, name: &ast::ObjectName) -> Result<Arc<TableDef>> {
+        let parts = ident_name(name);
+        match parts.as_slice() {
+            [t] => {
+                let db = self.facts.database.as_deref().ok_or(Error::NoDatabase)?;
+                if !self.cat.database_exists(db) {
+                    return Err(Error::UnknownDatabase(db.to_owned()));
+                }
+                self.cat.table(db, t)
+            }
+            [d, t] => self.cat.table(d, t),
+            _ => Err(Error::Syntax(format!("bad table name {name}"))),
+        }
+    }
+
+    pub fn plan_query(&self, q: &ast::Query) -> Result<SelectPlan> {
+        if q.with.is_some() {
+            return Err(Error::Unsupported("WITH".into()));
+        }
+        let mut lock = None;
+        for l in &q.locks {
+            lock = Some(match l.lock_type {
+                ast::LockType::Share => LockKind::Share,
+                ast::LockType::Update => LockKind::Update,
+            });
+        }
+        let (limit, offset) = match &q.limit_clause {
+            None => (None, 0),
+            Some(ast::LimitClause::LimitOffset { limit, offset, .. }) => (
+                limit
+                    .as_ref()
+                    .map(|l| const_u64(l, self.params))
+                    .transpose()?,
+                offset
+                    .as_ref()
+                    .map(|o| const_u64(&o.value, self.params))
+                    .transpose()?
+                    .unwrap_or(0),
+            ),
+            Some(ast::LimitClause::OffsetCommaLimit { offset, limit }) => (
+                Some(const_u64(limit, self.params)?),
+                const_u64(offset, self.params)?,
+            ),
+        };
+        let order: Vec<&ast::OrderByExpr> = match &q.order_by {
+            Some(ast::OrderBy {
+                kind: ast::OrderByKind::Expressions(v),
+                ..
+            }) => v.iter().collect(),
+            Some(_) => return Err(Error::Unsupported("ORDER BY ALL".into())),
+            None => Vec::new(),
+        };
+        match q.body.as_ref() {
+            ast::SetExpr::Select(s) => {
+                let mut plan = self.plan_select(s, &order)?;
+                plan.limit = limit;
+                plan.offset = offset;
+                plan.lock = lock;
+                Ok(plan)
+            }
+            ast::SetExpr::Query(inner) if order.is_empty() && limit.is_none() => {
+                self.plan_query(inner)
+            }
+            ast::SetExpr::SetOperation { .. } => {
+                let mut arms = Vec::new();
+                self.flatten_union(q.body.as_ref(), true, &mut arms)?;
+                let mut it = arms.into_iter();
+                let (mut first, _) = it
+                    .next()
+                    .ok_or_else(|| Error::Syntax("empty UNION".into()))?;
+                let width = first.projection.len();
+                first.unions = it.collect();
+                if first
+                    .unions
+                    .iter()
+                    .any(|(p, _)| p.projection.len() != width)
+                {
+                    return Err(Error::Syntax(
+                        "The used SELECT statements have a different number of columns".into(),
+                    ));
+                }
+                // ORDER BY over a UNION names result columns.
+                let mut order_by = Vec::new();
+                for o in order {
+                    let pos = match &o.expr {
+                        ast::Expr::Value(v) => match crate::expr::literal(&v.value)? {
+                            Datum::Int(n) if n >= 1 && (n as usize) <= width => n as usize - 1,
+                            _ => {
+                                return Err(Error::UnknownColumn(
+                                    o.expr.to_string(),
+                                    "order clause".into(),
+                                ))
+                            }
+                        },
+                        ast::Expr::Identifier(id) => first
+                            .projection
+                            .iter()
+                            .position(|c| c.meta.name.eq_ignore_ascii_case(&id.value))
+                            .ok_or_else(|| {
+                                Error::UnknownColumn(id.value.clone(), "order clause".into())
+                            })?,
+                        other => {
+                            return Err(Error::Unsupported(format!("ORDER BY {other} over UNION")))
+                        }
+                    };
+                    order_by.push((
+                        BExpr::Col(pos),
+                        matches!(o.options.sort, Some(ast::OrderBySort::Desc)),
+                    ));
+                }
+                Ok(SelectPlan {
+                    tables: Vec::new(),
+                    width: 0,
+                    filter: Vec::new(),
+                    group_by: Vec::new(),
+                    aggs: Vec::new(),
+                    aggregate: false,
+                    having: None,
+                    projection: Vec::new(),
+                    order_by,
+                    distinct: false,
+                    limit,
+                    offset,
+                    lock: None,
+                    unions: vec![(first, true)],
+                })
+            }
+            other => Err(Error::Unsupported(format!("query {other}"))),
+        }
+    }
+
+    fn flatten_union(
+        &self,
+        body: &ast::SetExpr,
+        all: bool,
+        out: &mut Vec<(SelectPlan, bool)>,
+    ) -> Result<()> {
+        match body {
+            ast::SetExpr::SetOperation {
+                left,
+                op: ast::SetOperator::Union,
+                set_quantifier,
+                right,
+            } => {
+                self.flatten_union(left, all, out)?;
+                let all = matches!(set_quantifier, ast::SetQuantifier::All);
+                self.flatten_union(right, all, out)
+            }
+            ast::SetExpr::Select(s) => {
+                out.push((self.plan_select(s, &[])?, all));
+                Ok(())
+            }
+            ast::SetExpr::Query(q) => {
+                out.push((self.plan_query(q)?, all));
+                Ok(())
+            }
+            other => Err(Error::Unsupported(format!("set operation {other}"))),
+        }
+    }
+
+    fn plan_select(&self, s: &ast::Select, order: &[&ast::OrderByExpr]) -> Result<SelectPlan> {
+        let sub = |q: &ast::Query| self.plan_query(q);
+        // FROM: tables and joins.
+        let mut tables: Vec<TableRef> = Vec::new();
+        let mut scope = Scope::default();
+        let mut ons: Vec<(usize, ast::Expr)> = Vec::new();
+        let add = |tables: &mut Vec<TableRef>,
+                   scope: &mut Scope,
+                   f: &ast::TableFactor,
+                   left: bool|
+         -> Result<()> {
+            let ast::TableFactor::Table { name, alias, .. } = f else {
+                return Err(Error::Unsupported(format!("FROM {f}")));
+            };
+            let def = self.table(name)?;
+            let alias = alias
+                .as_ref()
+                .map_or(def.name.clone(), |a| a.name.value.clone());
+            if tables.iter().any(|t| t.alias == alias) {
+                return Err(Error::Syntax(format!("Not unique table/alias: '{alias}'")));
+            }
+            let offset = scope.cols.len();
+            for c in &def.columns {
+                scope.cols.push(ScopeCol {
+                    table: alias.clone(),
+                    name: c.name.clone(),
+                    ty: c.ty.clone(),
+                    org_db: def.db.clone(),
+                    org_table: def.name.clone(),
+                    nullable: c.nullable || left,
+                });
+            }
+            tables.push(TableRef {
+                def,
+                alias,
+                offset,
+                left,
+                on: None,
+                path: None,
+                filters: Vec::new(),
+            });
+            Ok(())
+        };
+        for twj in &s.from {
+            add(&mut tables, &mut scope, &twj.relation, false)?;
+            for j in &twj.joins {
+                let (left, constraint) = match &j.join_operator {
+                    ast::JoinOperator::Join(c)
+                    | ast::JoinOperator::Inner(c)
+                    | ast::JoinOperator::CrossJoin(c)
+                    | ast::JoinOperator::StraightJoin(c) => (false, c),
+                    ast::JoinOperator::Left(c) | ast::JoinOperator::LeftOuter(c) => (true, c),
+                    other => return Err(Error::Unsupported(format!("join {other:?}"))),
+                };
+                add(&mut tables, &mut scope, &j.relation, left)?;
+                match constraint {
+                    ast::JoinConstraint::On(e) => ons.push((tables.len() - 1, e.clone())),
+                    ast::JoinConstraint::None => {}
+                    other => return Err(Error::Unsupported(format!("join constraint {other:?}"))),
+                }
+            }
+        }
+        for (t, e) in ons {
+            let bound = self.binder(&scope, None, &sub).bind(&e)?;
+            if let Some(tr) = tables.get_mut(t) {
+                tr.on = Some(bound);
+            }
+        }
+        let where_ = match &s.selection {
+            Some(e) => Some(self.binder(&scope, None, &sub).bind(e)?),
+            None => None,
+        };
+        // Access paths: WHERE conjuncts serve inner-joined tables; a LEFT
+        // joined table is read through its ON conjuncts only.
+        let where_conj: Vec<&BExpr> = where_.as_ref().map(|w| w.conjuncts()).unwrap_or_default();
+        let mut paths = Vec::new();
+        for t in &tables {
+            let mut conj: Vec<&BExpr> = t.on.as_ref().map(|o| o.conjuncts()).unwrap_or_default();
+            if !t.left {
+                conj.extend(where_conj.iter().copied());
+            }
+            paths.push(access::choose(&t.def, t.offset, &conj));
+        }
+        for (t, p) in tables.iter_mut().zip(paths) {
+            t.path = p;
+        }
+        // Place each WHERE conjunct at the first table where all its
+        // columns are in (never at a LEFT table: NULL extension comes first).
+        let mut filter = Vec::new();
+        for c in where_conj {
+            let level = c
+                .max_column()
+                .and_then(|m| tables.iter().rposition(|t| t.offset <= m));
+            match level {
+                Some(l)
+                    if !c.has_agg_or_subquery()
+                        && tables.get(l).is_some_and(|t| !t.left)
+                        && tables.iter().skip(l + 1).all(|t| !t.left) =>
+                {
+                    if let Some(t) = tables.get_mut(l) {
+                        t.filters.push(c.clone());
+                    }
+                }
+                _ => filter.push(c.clone()),
+            }
+        }
+        // Projection, HAVING, ORDER BY may hold aggregates.
+        let mut aggs = Vec::new();
+        let mut projection = Vec::new();
+        for item in &s.projection {
+            match item {
+                ast::SelectItem::Wildcard(_) => {
+                    if tables.is_empty() {
+                        return Err(Error::Syntax("No tables used".into()));
+                    }
+                    for (i, c) in scope.cols.iter().enumerate() {
+                        projection.push(OutCol {
+                            expr: BExpr::Col(i),
+                            meta: ColumnMeta::from_scope(&c.name, c),
+                        });
+                    }
+                }
+                ast::SelectItem::QualifiedWildcard(kind, _) => {
+                    let name = kind.to_string();
+                    let t = tables
+                        .iter()
+                        .find(|t| t.alias == name || name.ends_with(&format!(".{}", t.alias)));
+                    let t = t.ok_or_else(|| Error::UnknownTable(name.clone()))?;
+                    for i in t.offset..t.offset + t.def.columns.len() {
+                        if let Some(c) = scope.cols.get(i) {
+                            projection.push(OutCol {
+                                expr: BExpr::Col(i),
+                                meta: ColumnMeta::from_scope(&c.name, c),
+                            });
+                        }
+                    }
+                }
+                ast::SelectItem::UnnamedExpr(e)
+                | ast::SelectItem::ExprWithAlias { expr: e, .. } => {
+                    let bound = self.binder(&scope, Some(&mut aggs), &sub).bind(e)?;
+                    let name = match item {
+                        ast::SelectItem::ExprWithAlias { alias, .. } => alias.value.clone(),
+                        _ => match e {
+                            ast::Expr::Identifier(id) => id.value.clone(),
+                            ast::Expr::CompoundIdentifier(p) => {
+                                p.last().map_or(e.to_string(), |i| i.value.clone())
+                            }
+                            other => other.to_string(),
+                        },
+                    };
+                    let meta = match &bound {
+                        BExpr::Col(i) => scope.cols.get(*i).map_or_else(
+                            || ColumnMeta::computed(&name, SqlType::VarChar(255)),
+                            |c| ColumnMeta::from_scope(&name, c),
+                        ),
+                        other => {
+                            ColumnMeta::computed(&name, infer(other, &scope, &aggs, self.params))
+                        }
+                    };
+                    projection.push(OutCol { expr: bound, meta });
+                }
+                other => return Err(Error::Unsupported(format!("select item {other}"))),
+            }
+        }
+        let group_by = match &s.group_by {
+            ast::GroupByExpr::Expressions(v, _) => {
+                let mut out = Vec::new();
+                for e in v {
+                    out.push(self.resolve_output_ref(
+                        e,
+                        &projection,
+                        &scope,
+                        &mut aggs,
+                        &sub,
+                        false,
+                    )?);
+                }
+                out
+            }
+            ast::GroupByExpr::All(_) => return Err(Error::Unsupported("GROUP BY ALL".into())),
+        };
+        let having = match &s.having {
+            Some(h) => {
+                Some(self.resolve_output_ref(h, &projection, &scope, &mut aggs, &sub, true)?)
+            }
+            None => None,
+        };
+        let mut order_by = Vec::new();
+        for o in order {
+            let e = self.resolve_output_ref(&o.expr, &projection, &scope, &mut aggs, &sub, true)?;
+            order_by.push((e, matches!(o.options.sort, Some(ast::OrderBySort::Desc))));
+        }
+        let aggregate = !aggs.is_empty() || !group_by.is_empty();
+        let distinct = match &s.distinct {
+            None | Some(ast::Distinct::All) => false,
+            Some(ast::Distinct::Distinct) => true,
+            Some(ast::Distinct::On(_)) => return Err(Error::Unsupported("DISTINCT ON".into())),
+        };
+        Ok(SelectPlan {
+            width: scope.cols.len(),
+            tables,
+            filter,
+            group_by,
+            aggs,
+            aggregate,
+            having,
+            projection,
+            order_by,
+            distinct,
+            limit: None,
+            offset: 0,
+            lock: None,
+            unions: Vec::new(),
+        })
+    }
+
+    /// ORDER BY / GROUP BY / HAVING may name a result column by alias or
+    /// position (`ORDER BY 2`).
+    fn resolve_output_ref(
+        &self,
+        e: &ast::Expr,
+        projection: &[OutCol],
+        scope: &Scope,
+        aggs: &mut Vec<AggCall>,
+        sub: &dyn Fn(&ast::Query) -> Result<SelectPlan>,
+        alias_first: bool,
+    ) -> Result<BExpr> {
+        if let ast::Expr::Value(v) = e {
+            if let ast::Value::Number(n, _) = &v.value {
+                let pos: usize = n
+                    .parse()
+                    .map_err(|_| Error::UnknownColumn(n.clone(), "order clause".into()))?;
+                return pos
+                    .checked_sub(1)
+                    .and_then(|p| projection.get(p))
+                    .map(|c| c.expr.clone())
+                    .ok_or_else(|| Error::UnknownColumn(n.clone(), "order clause".into()));
+            }
+        }
+        if let ast::Expr::Identifier(id) = e {
+            let by_alias = projection
+                .iter()
+                .find(|c| c.meta.name.eq_ignore_ascii_case(&id.value));
+            if let Some(c) = by_alias {
+                if alias_first || scope.resolve(None, &id.value).is_err() {
+                    return Ok(c.expr.clone());
+                }
+            }
+        }
+        self.binder(scope, Some(aggs), sub).bind(e)
+    }
+}
+
+/// Executes plans inside a transaction.
+pub struct Executor<'a> {
+    pub cat: &'a Catalog,
+    pub txn: &'a Txn,
+    pub params: &'a [Datum],
+    pub interrupt: Option<&'a AtomicBool>,
+    pub subquery_cache: RefCell<HashMap<usize, std::rc::Rc<Vec<Vec<Datum>>>>>,
+}
+
+/// A row source for the first table, replacing its access path (rows
+/// already read and locked by UPDATE/DELETE/FOR UPDATE).
+pub type Rows = Vec<(Vec<u8>, Vec<Datum>)>;
+
+/// Receives joined rows with their tables' primary keys; false stops.
+pub type RowSink<'a> = dyn FnMut(&[Datum], &[Vec<u8>]) -> Result<bool> + 'a;
+
+/// Result columns and rows.
+pub type ResultSet = (Vec<ColumnMeta>, Vec<Vec<Datum>>);
+
+impl<'a> Executor<'a> {
+    pub fn new(
+        cat: &'a Catalog,
+        txn: &'a Txn,
+        params: &'a [Datum],
+        interrupt: Option<&'a AtomicBool>,
+    ) -> Self {
+        Executor {
+            cat,
+            txn,
+            params,
+            interrupt,
+            subquery_cache: RefCell::new(HashMap::new()),
+        }
+    }
+
+    pub fn with_cx<R>(&self, aggs: &[Datum], f: impl FnOnce(&EvalCx<'_>) -> R) -> R {
+        let run = |p: &SelectPlan| self.run(p).map(|(_, rows)| rows);
+        let cx = EvalCx {
+            params: self.params,
+            aggs,
+            run_subquery: &run,
+            subquery_cache: &self.subquery_cache,
+        };
+        f(&cx)
+    }
+
+    fn check_interrupt(&self) -> Result<()> {
+        if self
+            .interrupt
+            .is_some_and(|f| f.load(AtomicOrdering::Relaxed))
+        {
+            return Err(Error::Interrupted);
+        }
+        Ok(())
+    }
+
+    /// Reads the rows of `def` in `range`, calling `f(pk_key, row)` until
+    /// it returns false. Returns false if stopped early.
+    pub fn read_range(
+        &self,
+        def: &TableDef,
+        range: &KeyRange,
+        f: &mut dyn FnMut(Vec<u8>, Vec<Datum>) -> Result<bool>,
+    ) -> Result<bool> {
+        let cf = self.cat.data_cf;
+        match range {
+            KeyRange::Empty => Ok(true),
+            KeyRange::Point(key) => match self.txn.get_cf(cf, key)? {
+                Some(v) => f(key.clone(), def.decode_row(&v)?),
+                None => Ok(true),
+            },
+            KeyRange::Range { index: ix, lo, hi } => {
+                let index = def.indexes.get(*ix).ok_or_else(|| Error::RowCorrupt {
+                    table: def.qualified(),
+                    reason: "index out of range".into(),
+                })?;
+                let mut it = self.txn.iter_cf(cf, Some(lo), hi.as_deref())?;
+                it.seek_to_first()?;
+                let mut n = 0u32;
+                while it.valid() {
+                    n = n.wrapping_add(1);
+                    if n.is_multiple_of(1024) {
+                        self.check_interrupt()?;
+                    }
+                    let (key, row) = if index.primary {
+                        (it.key().to_vec(), def.decode_row(it.value())?)
+                    } else {
+                        let pk = index::pk_of_entry(def, index, it.key(), it.value()).ok_or_else(
+                            || Error::RowCorrupt {
+                                table: def.qualified(),
+                                reason: format!("bad entry in index {}", index.name),
+                            },
+                        )?;
+                        let key = index::pk_key(def, &pk);
+                        let bytes =
+                            self.txn
+                                .get_cf(cf, &key)?
+                                .ok_or_else(|| Error::RowCorrupt {
+                                    table: def.qualified(),
+                                    reason: format!("index {} names a missing row", index.name),
+                                })?;
+                        (key, def.decode_row(&bytes)?)
+                    };
+                    if !f(key, row)? {
+                        return Ok(false);
+                    }
+                    it.next()?;
+                }
+                if let Some(e) = it.status() {
+                    return Err(Error::Engine(e.clone()));
+                }
+                Ok(true)
+            }
+        }
+    }
+
+    /// Streams joined rows passing every WHERE conjunct, with the primary
+    /// keys of each table's row (empty for a NULL-extended one).
+    pub fn for_each_row(
+        &self,
+        plan: &SelectPlan,
+        first: Option<&Rows>,
+        sink: &mut RowSink<'_>,
+    ) -> Result<()> {
+        let mut row = vec![Datum::Null; plan.width];
+        let mut keys = Vec::with_capacity(plan.tables.len());
+        self.level(plan, 0, first, &mut row, &mut keys, sink)?;
+        Ok(())
+    }
+
+    fn passes(&self, conds: &[BExpr], row: &[Datum]) -> Result<bool> {
+        for c in conds {
+            if self.with_cx(&[], |cx| c.eval(row, cx))?.truth() != Some(true) {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    fn level(
+        &self,
+        plan: &SelectPlan,
+        i: usize,
+        first: Option<&Rows>,
+        row: &mut Vec<Datum>,
+        keys: &mut Vec<Vec<u8>>,
+        sink: &mut RowSink<'_>,
+    ) -> Result<bool> {
+        let Some(t) = plan.tables.get(i) else {
+            if !self.passes(&plan.filter, row)? {
+                return Ok(true);
+            }
+            return sink(row, keys);
+        };
+        let n = t.def.columns.len();
+        let mut matched = false;
+        let mut visit = |key: Vec<u8>,
+                         trow: Vec<Datum>,
+                         row: &mut Vec<Datum>,
+                         keys: &mut Vec<Vec<u8>>|
+         -> Result<bool> {
+            for (slot, v) in row.iter_mut().skip(t.offset).take(n).zip(trow) {
+                *slot = v;
+            }
+            if let Some(on) = &t.on {
+                if self.with_cx(&[], |cx| on.eval(row, cx))?.truth() != Some(true) {
+                    return Ok(true);
+                }
+            }
+            matched = true;
+            if !self.passes(&t.filters, row)? {
+                return Ok(true);
+            }
+            keys.push(key);
+            let go = self.level(plan, i + 1, None, row, keys, sink)?;
+            keys.pop();
+            Ok(go)
+        };
+        let go = match (i, first) {
+            (0, Some(rows)) => {
+                let mut go = true;
+                for (k, r) in rows {
+                    if !visit(k.clone(), r.clone(), row, keys)? {
+                        go = false;
+                        break;
+                    }
+                }
+                go
+            }
+            _ => {
+                let range = self.with_cx(&[], |cx| {
+                    access::key_range(&t.def, t.path.as_ref(), row, cx)
+                })?;
+                self.read_range(&t.def, &range, &mut |k, r| visit(k, r, row, keys))?
+            }
+        };
+        if !go {
+            return Ok(false);
+        }
+        if t.left && !matched {
+            for slot in row.iter_mut().skip(t.offset).take(n) {
+                *slot = Datum::Null;
+            }
+            if !self.passes(&t.filters, row)? {
+                return Ok(true);
+            }
+            keys.push(Vec::new());
+            let go = self.level(plan, i + 1, None, row, keys, sink)?;
+            keys.pop();
+            return Ok(go);
+        }
+        Ok(true)
+    }
+
+    /// Runs a SELECT: its column metadata and rows.
+    pub fn run(&self, plan: &SelectPlan) -> Result<ResultSet> {
+        self.run_with(plan, None)
+    }
+
+    pub fn run_with(
+        &self,
+        plan: &SelectPlan,
+        first: Option<&Rows>,
+    ) -> Result<(Vec<ColumnMeta>, Vec<Vec<Datum>>)> {
+        if !plan.unions.is_empty() {
+            return self.run_union(plan);
+        }
+        let mut out: Vec<(Vec<Datum>, Vec<Datum>)> = Vec::new();
+        if plan.aggregate {
+            self.aggregate(plan, first, &mut out)?;
+        } else {
+            let stop_at = match (&plan.order_by.is_empty(), plan.distinct, plan.limit) {
+                (true, false, Some(l)) => Some(l.saturating_add(plan.offset)),
+                _ => None,
+            };
+            if plan.tables.is_empty() {
+                let row: Vec<Datum> = Vec::new();
+                if self.passes(&plan.filter, &row)? {
+                    out.push(self.project(plan, &row, &[])?);
+                }
+            } else {
+                self.for_each_row(plan, first, &mut |row, _| {
+                    out.push(self.project(plan, row, &[])?);
+                    Ok(stop_at.is_none_or(|s| (out.len() as u64) < s))
+                })?;
+            }
+        }
+        let mut rows = finish(plan, out);
+        let mut columns: Vec<ColumnMeta> = plan.projection.iter().map(|c| c.meta.clone()).collect();
+        conform(&mut columns, &mut rows);
+        Ok((columns, rows))
+    }
+
+    fn run_union(&self, plan: &SelectPlan) -> Result<ResultSet> {
+        let mut columns = None;
+        let mut rows: Vec<Vec<Datum>> = Vec::new();
+        for (arm, all) in &plan.unions {
+            let (cols, r) = self.run(arm)?;
+            if columns.is_none() {
+                columns = Some(cols);
+            }
+            rows.extend(r);
+            if !all {
+                let mut seen = HashSet::new();
+                rows.retain(|r| seen.insert(group_key(r)));
+            }
+        }
+        let mut columns = columns.unwrap_or_default();
+        let keyed: Vec<(Vec<Datum>, Vec<Datum>)> = rows
+            .into_iter()
+            .map(|r| {
+                let keys = plan
+                    .order_by
+                    .iter()
+                    .map(|(e, _)| match e {
+                        BExpr::Col(i) => r.get(*i).cloned().unwrap_or(Datum::Null),
+                        _ => Datum::Null,
+                    })
+                    .collect();
+                (keys, r)
+            })
+            .collect();
+        let mut rows = finish(
+            &SelectPlan {
+                unions: Vec::new(),
+                ..plan.clone()
+            },
+            keyed,
+        );
+        conform(&mut columns, &mut rows);
+        Ok((columns, rows))
+    }
+
+    /// The projected values and ORDER BY keys of one (grouped) row.
+    fn project(
+        &self,
+        plan: &SelectPlan,
+        row: &[Datum],
+        aggs: &[Datum],
+    ) -> Result<(Vec<Datum>, Vec<Datum>)> {
+        self.with_cx(aggs, |cx| {
+            let mut keys = Vec::with_capacity(plan.order_by.len());
+            for (e, _) in &plan.order_by {
+                keys.push(e.eval(row, cx)?);
+            }
+            let mut vals = Vec::with_capacity(plan.projection.len());
+            for c in &plan.projection {
+                vals.push(c.expr.eval(row, cx)?);
+            }
+            Ok((keys, vals))
+        })
+    }
+
+    fn aggregate(
+        &self,
+        plan: &SelectPlan,
+        first: Option<&Rows>,
+        out: &mut Vec<(Vec<Datum>, Vec<Datum>)>,
+    ) -> Result<()> {
+        let mut index: HashMap<Vec<u8>, usize> = HashMap::new();
+        let mut groups: Vec<(Vec<Datum>, Vec<AggState>)> = Vec::new();
+        let fresh = || plan.aggs.iter().map(AggState::new).collect::<Vec<_>>();
+        let mut feed = |row: &[Datum]| -> Result<()> {
+            let key_vals: Vec<Datum> = self.with_cx(&[], |cx| {
+                plan.group_by
+                    .iter()
+                    .map(|g| g.eval(row, cx))
+                    .collect::<Result<_>>()
+            })?;
+            let key = group_key(&key_vals);
+            let gi = match index.get(&key) {
+                Some(i) => *i,
+                None => {
+                    groups.push((row.to_vec(), fresh()));
+                    index.insert(key, groups.len() - 1);
+                    groups.len() - 1
+                }
+            };
+            if let Some((_, states)) = groups.get_mut(gi) {
+                for (st, call) in states.iter_mut().zip(&plan.aggs) {
+                    let v = match &call.arg {
+                        Some(a) => Some(self.with_cx(&[], |cx| a.eval(row, cx))?),
+                        None => None,
+                    };
+                    st.add(v)?;
+                }
+            }
+            Ok(())
+        };
+        if plan.tables.is_empty() {
+            let row: Vec<Datum> = Vec::new();
+            if self.passes(&plan.filter, &row)? {
+                feed(&row)?;
+            }
+        } else {
+            self.for_each_row(plan, first, &mut |row, _| {
+                feed(row)?;
+                Ok(true)
+            })?;
+        }
+        if groups.is_empty() && plan.group_by.is_empty() {
+            groups.push((vec![Datum::Null; plan.width], fresh()));
+        }
+        for (row, states) in groups {
+            let aggs: Vec<Datum> = states
+                .into_iter()
+                .map(AggState::finish)
+                .collect::<Result<_>>()?;
+            if let Some(h) = &plan.having {
+                if self.with_cx(&aggs, |cx| h.eval(&row, cx))?.truth() != Some(true) {
+                    continue;
+                }
+            }
+            out.push(self.project(plan, &row, &aggs)?);
+        }
+        Ok(())
+    }
+}
+
+/// Sorts, removes duplicates and applies OFFSET/LIMIT.
+fn finish(plan: &SelectPlan, mut out: Vec<(Vec<Datum>, Vec<Datum>)>) -> Vec<Vec<Datum>> {
+    if !plan.order_by.is_empty() {
+        out.sort_by(|(a, _), (b, _)| {
+            for ((x, y), (_, desc)) in a.iter().zip(b).zip(&plan.order_by) {
+                let o = sort_order(x, y);
+                if o != Ordering::Equal {
+                    return if *desc { o.reverse() } else { o };
+                }
+            }
+            Ordering::Equal
+        });
+    }
+    let mut rows: Vec<Vec<Datum>> = out.into_iter().map(|(_, v)| v).collect();
+    if plan.distinct {
+        let mut seen = HashSet::new();
+        rows.retain(|r| seen.insert(group_key(r)));
+    }
+    let offset = usize::try_from(plan.offset).unwrap_or(usize::MAX);
+    let rows: Vec<Vec<Datum>> = rows.into_iter().skip(offset).collect();
+    match plan.limit {
+        Some(l) => rows
+            .into_iter()
+            .take(usize::try_from(l).unwrap_or(usize::MAX))
+            .collect(),
+        None => rows,
+    }
+}
+
+/// A hashable key for grouping and DISTINCT: equal values (1 and 1.0)
+/// give equal keys.
+pub fn group_key(vals: &[Datum]) -> Vec<u8> {
+    let mut k = Vec::new();
+    for v in vals {
+        match v {
+            Datum::Null => k.push(0),
+            Datum::Int(_) | Datum::UInt(_) | Datum::Decimal(_) => {
+                k.push(1);
+                let d = v.to_decimal().unwrap_or(Decimal::from_i128(0));
+                // Normalize: strip trailing zero decimals.
+                let mut d = d;
+                while d.scale > 0 && d.value % 10 == 0 {
+                    d = Decimal {
+                        value: d.value / 10,
+                        scale: d.scale - 1,
+                    };
+                }
+                k.extend_from_slice(d.to_string().as_bytes());
+            }
+            Datum::Double(f) => {
+                k.push(1);
+                let t = crate::types::format_double(*f);
+                k.extend_from_slice(t.as_bytes());
+            }
+            Datum::Bytes(b) => {
+                k.push(2);
+                k.extend_from_slice(&(b.len() as u64).to_le_bytes());
+                k.extend_from_slice(b);
+            }
+            Datum::Date(d) | Datum::DateTime(d) => {
+                k.push(3);
+                k.extend_from_slice(&d.pack().to_be_bytes());
+            }
+        }
+        k.push(0xFE);
+    }
+    k
+}
+
+/// One aggregate's running state.
+enum AggState {
+    Count {
+        n: i64,
+        distinct: Option<HashSet<Vec<u8>>>,
+        star: bool,
+    },
+    Sum {
+        exact: Option<Decimal>,
+        float: Option<f64>,
+        n: i64,
+        avg: bool,
+        distinct: Option<HashSet<Vec<u8>>>,
+    },
+    Extreme {
+        best: Option<Datum>,
+        max: bool,
+    },
+}
+
+impl AggState {
+    fn new(call: &AggCall) -> AggState {
+        let distinct = call.distinct.then(HashSet::new);
+        match call.func {
+            AggFunc::CountStar => AggState::Count {
+                n: 0,
+                distinct: None,
+                star: true,
+            },
+            AggFunc::Count => AggState::Count {
+                n: 0,
+                distinct,
+                star: false,
+            },
+            AggFunc::Sum | AggFunc::Avg => AggState::Sum {
+                exact: None,
+                float: None,
+                n: 0,
+                avg: call.func == AggFunc::Avg,
+                distinct,
+            },
+            AggFunc::Min => AggState::Extreme {
+                best: None,
+                max: false,
+            },
+            AggFunc::Max => AggState::Extreme {
+                best: None,
+                max: true,
+            },
+        }
+    }
+
+    fn add(&mut self, v: Option<Datum>) -> Result<()> {
+        match self {
+            AggState::Count { n, distinct, star } => {
+                if *star {
+                    *n += 1;
+                } else if let Some(v) = v.filter(|v| !v.is_null()) {
+                    if distinct
+                        .as_mut()
+                        .is_none_or(|s| s.insert(group_key(std::slice::from_ref(&v))))
+                    {
+                        *n += 1;
+                    }
+                }
+            }
+            AggState::Sum {
+                exact,
+                float,
+                n,
+                distinct,
+                ..
+            } => {
+                let Some(v) = v.filter(|v| !v.is_null()) else {
+                    return Ok(());
+                };
+                if let Some(s) = distinct.as_mut() {
+                    if !s.insert(group_key(std::slice::from_ref(&v))) {
+                        return Ok(());
+                    }
+                }
+                *n += 1;
+                let is_exact = matches!(v, Datum::Int(_) | Datum::UInt(_) | Datum::Decimal(_));
+                if is_exact && float.is_none() {
+                    let d = v.to_decimal().unwrap_or(Decimal::from_i128(0));
+                    *exact = Some(match exact {
+                        Some(acc) => Decimal::checked_add(*acc, d)
+                            .ok_or_else(|| Error::OutOfRange("SUM".into(), 0))?,
+                        None => d,
+                    });
+                } else {
+                    let prior = exact.take().map_or(0.0, Decimal::to_f64);
+                    *float = Some(float.unwrap_or(prior) + v.to_f64().unwrap_or(0.0));
+                }
+            }
+            AggState::Extreme { best, max } => {
+                let Some(v) = v.filter(|v| !v.is_null()) else {
+                    return Ok(());
+                };
+                let better = match best {
+                    None => true,
+                    Some(b) => {
+                        let o = sort_order(&v, b);
+                        if *max {
+                            o == Ordering::Greater
+                        } else {
+                            o == Ordering::Less
+                        }
+                    }
+                };
+                if better {
+                    *best = Some(v);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn finish(self) -> Result<Datum> {
+        Ok(match self {
+            AggState::Count { n, .. } => Datum::Int(n),
+            AggState::Sum {
+                exact,
+                float,
+                n,
+                avg,
+                ..
+            } => {
+                if n == 0 {
+                    return Ok(Datum::Null);
+                }
+                match (float, exact, avg) {
+                    (Some(f), _, false) => Datum::Double(f),
+                    (Some(f), _, true) => Datum::Double(f / n as f64),
+                    (None, Some(d), false) => Datum::Decimal(d),
+                    (None, Some(d), true) => Datum::Decimal(
+                        Decimal::checked_div(d, Decimal::from_i128(i128::from(n)))
+                            .ok_or_else(|| Error::OutOfRange("AVG".into(), 0))?,
+                    ),
+                    (None, None, _) => Datum::Null,
+                }
+            }
+            AggState::Extreme { best, .. } => best.unwrap_or(Datum::Null),
+        })
+    }
+}

@@ -1,0 +1,1197 @@
+//! A SQL session: current database, transaction state, session variables,
+//! prepared statements; statement dispatch.
+//!
+//! Transactions: with autocommit on, each statement runs in its own engine
+//! transaction, committed when it succeeds. `BEGIN` (or autocommit off)
+//! keeps one open across statements; each statement inside it is wrapped
+//! in a savepoint, so a failing statement undoes only its own writes
+//! (a deadlock or write conflict rolls the whole transaction back, as
+//! MySQL does). DDL commits the open transaction first (implicit commit).
+
+use crate::catalog::Catalog;
+use crate::ddl::Ddl;
+use crate::dml::Dml;
+use crate::error::{Error, Result};
+use crate::expr::{ident_name, SessionFacts};
+use crate::output::{ColumnMeta, Output};
+use crate::select::{Executor, LockKind, Planner, SelectPlan};
+use crate::show;
+use crate::types::{Datum, SqlType};
+use shaledb::txn::{Isolation, Txn, TxnOptions};
+use shaledb::WriteOptions;
+use sqlparser::ast::{self, Statement};
+use sqlparser::dialect::MySqlDialect;
+use sqlparser::parser::Parser;
+use sqlparser::tokenizer::{Token, Tokenizer};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The server version clients see.
+pub const VERSION: &str = "8.0.35-ShaleDB-0.1";
+
+/// Largest statement text accepted (MySQL's max_allowed_packet default).
+pub const MAX_STATEMENT_BYTES: usize = 64 << 20;
+
+/// Values of system variables a client may read without setting them.
+pub fn default_variable(name: &str) -> Option<Datum> {
+    let t = Datum::text;
+    Some(match name {
+        "version" => t(VERSION),
+        "version_comment" => t("ShaleDB, an LSM-tree storage engine"),
+        "autocommit" => Datum::Int(1),
+        "transaction_isolation" | "tx_isolation" => t("REPEATABLE-READ"),
+        "transaction_read_only" | "tx_read_only" => Datum::Int(0),
+        "sql_mode" => t("STRICT_TRANS_TABLES,NO_ENGINE_SUBSTITUTION"),
+        "character_set_client"
+        | "character_set_connection"
+        | "character_set_results"
+        | "character_set_server"
+        | "character_set_database" => t("utf8mb4"),
+        "collation_connection" | "collation_server" | "collation_database" => t("utf8mb4_bin"),
+        "max_allowed_packet" => Datum::Int(64 << 20),
+        "lower_case_table_names" => Datum::Int(0),
+        "time_zone" | "system_time_zone" => t("UTC"),
+        "innodb_lock_wait_timeout" | "lock_wait_timeout" => Datum::Int(50),
+        "auto_increment_increment" | "auto_increment_offset" => Datum::Int(1),
+        "default_storage_engine" | "storage_engine" => t("ShaleDB"),
+        "wait_timeout" | "interactive_timeout" => Datum::Int(28_800),
+        "net_write_timeout" => Datum::Int(60),
+        "sql_auto_is_null" | "sql_safe_updates" => Datum::Int(0),
+        "performance_schema" => Datum::Int(0),
+        "license" => t("Apache-2.0"),
+        "port" => Datum::Int(3306),
+        "hostname" => t("localhost"),
+        "max_connections" => Datum::Int(151),
+        "init_connect" => t(""),
+        "have_ssl" | "have_openssl" => t("YES"),
+        "query_cache_size" | "query_cache_type" => Datum::Int(0),
+        _ => return None,
+    })
+}
+
+/// What sessions of one database share.
+pub struct Shared {
+    pub catalog: Catalog,
+    pub sync_commits: AtomicBool,
+    next_connection: AtomicU64,
+}
+
+impl Shared {
+    pub fn new(catalog: Catalog) -> Shared {
+        Shared {
+            catalog,
+            sync_commits: AtomicBool::new(false),
+            next_connection: AtomicU64::new(1),
+        }
+    }
+}
+
+/// A statement parsed once and run many times with `?` parameters.
+#[derive(Clone, Debug)]
+pub struct PreparedStatement {
+    stmt: Arc<Statement>,
+    params: usize,
+    columns: Vec<ColumnMeta>,
+}
+
+impl PreparedStatement {
+    /// Number of `?` placeholders.
+    pub fn param_count(&self) -> usize {
+        self.params
+    }
+
+    /// The result columns (empty for statements without a result set).
+    pub fn columns(&self) -> &[ColumnMeta] {
+        &self.columns
+    }
+}
+
+/// One client's session.
+pub struct Session {
+    shared: Arc<Shared>,
+    facts: SessionFacts,
+    txn: Option<Txn>,
+    /// The open transaction was started by BEGIN (or autocommit off).
+    explicit: bool,
+    read_only_txn: bool,
+    autocommit: bool,
+    isolation: Isolation,
+    /// SET TRANSACTION (without SESSION): the next transaction only.
+    next_isolation: Option<Isolation>,
+    lock_wait: Duration,
+    /// Tables written by the open transaction, with their index generation.
+    written: HashMap<u32, u64>,
+    interrupt: Option<Arc<AtomicBool>>,
+}
+
+fn isolation_name(i: Isolation) -> &'static str {
+    match i {
+        Isolation::ReadCommitted => "READ-COMMITTED",
+        Isolation::SnapshotIsolation => "REPEATABLE-READ",
+        Isolation::Serializable => "SERIALIZABLE",
+    }
+}
+
+/// Numbers the `?` placeholders of `sql` (`?1`, `?2`, ...) in text order.
+fn number_placeholders(sql: &str) -> Result<(String, usize)> {
+    let tokens = Tokenizer::new(&MySqlDialect {}, sql)
+        .tokenize()
+        .map_err(|e| Error::Syntax(e.to_string()))?;
+    let mut n = 0;
+    let mut out = String::with_capacity(sql.len() + 8);
+    for t in tokens {
+        match t {
+            Token::Placeholder(p) if p == "?" => {
+                n += 1;
+                out.push_str(&format!("?{n}"));
+            }
+            other => out.push_str(&other.to_string()),
+        }
+    }
+    Ok((out, n))
+}
+
+/// MySQL syntax the parser lacks, rewritten to what it knows.
+fn normalize(sql: &str) -> String {
+    let trimmed = sql.trim().trim_end_matches(';').trim_end();
+    let upper = trimmed.to_ascii_uppercase();
+    if let Some(p) = upper.rfind("LOCK IN SHARE MODE") {
+        if upper
+            .get(p..)
+            .is_some_and(|t| t.trim_end() == "LOCK IN SHARE MODE")
+        {
+            return format!("{}FOR SHARE", trimmed.get(..p).unwrap_or_default());
+        }
+    }
+    trimmed.to_owned()
+}
+
+fn parse(sql: &str) -> Result<Vec<Statement>> {
+    if sql.len() > MAX_STATEMENT_BYTES {
+        return Err(Error::Syntax(format!(
+            "statement of {} bytes is larger than max_allowed_packet",
+            sql.len()
+        )));
+    }
+    Parser::parse_sql(&MySqlDialect {}, sql).map_err(|e| Error::Syntax(e.to_string()))
+}
+
+impl Session {
+    pub(crate) fn new(shared: Arc<Shared>) -> Session {
+        let id = shared.next_connection.fetch_add(1, Ordering::Relaxed);
+        Session {
+            shared,
+            facts: SessionFacts {
+                connection_id: id,
+                ..Default::default()
+            },
+            txn: None,
+            explicit: false,
+            read_only_txn: false,
+            autocommit: true,
+            isolation: Isolation::SnapshotIsolation,
+            next_isolation: None,
+            lock_wait: Duration::from_secs(50),
+            written: HashMap::new(),
+            interrupt: None,
+        }
+    }
+
+    fn cat(&self) -> &Catalog {
+        &self.shared.catalog
+    }
+
+    pub fn current_database(&self) -> Option<&str> {
+        self.facts.database.as_deref()
+    }
+
+    pub fn set_database(&mut self, db: &str) -> Result<()> {
+        if !self.cat().database_exists(db) {
+            return Err(Error::UnknownDatabase(db.to_owned()));
+        }
+        self.facts.database = Some(db.to_owned());
+        Ok(())
+    }
+
+    /// True inside a transaction opened by BEGIN or with autocommit off.
+    pub fn in_transaction(&self) -> bool {
+        self.explicit && self.txn.is_some()
+    }
+
+    pub fn autocommit(&self) -> bool {
+        self.autocommit
+    }
+
+    /// A flag that, once set, interrupts the running statement (KILL QUERY).
+    pub fn set_interrupt_flag(&mut self, flag: Arc<AtomicBool>) {
+        self.interrupt = Some(flag);
+    }
+
+    /// Rolls back and returns to a fresh session state (keeps the id).
+    pub fn reset(&mut self) {
+        if let Some(t) = self.txn.take() {
+            t.rollback();
+        }
+        let id = self.facts.connection_id;
+        self.facts = SessionFacts {
+            connection_id: id,
+            ..Default::default()
+        };
+        self.explicit = false;
+        self.read_only_txn = false;
+        self.autocommit = true;
+        self.isolation = Isolation::SnapshotIsolation;
+        self.next_isolation = None;
+        self.written.clear();
+    }
+
+    /// The columns of `table` in the current database (COM_FIELD_LIST).
+    pub fn table_columns(&self, table: &str) -> Result<Vec<ColumnMeta>> {
+        let db = self.current_database().ok_or(Error::NoDatabase)?;
+        let def = self.cat().table(db, table)?;
+        Ok(def
+            .columns
+            .iter()
+            .map(|c| ColumnMeta {
+                name: c.name.clone(),
+                org_name: c.name.clone(),
+                table: def.name.clone(),
+                org_table: def.name.clone(),
+                db: def.db.clone(),
+                ty: c.ty.clone(),
+                nullable: c.nullable,
+                primary_key: def.primary().is_some_and(|p| p.columns.contains(&c.id)),
+                auto_increment: c.auto_increment,
+            })
+            .collect())
+    }
+
+    /// Runs one statement.
+    pub fn execute(&mut self, sql: &str) -> Result<Output> {
+        if let Some(out) = self.xa(sql)? {
+            return Ok(out);
+        }
+        if let Some(out) = self.show_extra(sql)? {
+            return Ok(out);
+        }
+        let stmts = parse(&normalize(sql))?;
+        match stmts.as_slice() {
+            [s] => self.dispatch(s, &[]),
+            [] => Err(Error::Syntax("Query was empty".into())),
+            _ => Err(Error::Syntax(
+                "more than one statement; use execute_script".into(),
+            )),
+        }
+    }
+
+    /// Runs every statement of a script, stopping at the first error.
+    pub fn execute_script(&mut self, sql: &str) -> Result<Vec<Output>> {
+        let mut out = Vec::new();
+        for s in parse(sql)? {
+            out.push(self.dispatch(&s, &[])?);
+        }
+        Ok(out)
+    }
+
+    pub fn prepare(&mut self, sql: &str) -> Result<PreparedStatement> {
+        let (numbered, params) = number_placeholders(&normalize(sql))?;
+        let mut stmts = parse(&numbered)?;
+        let stmt = match (stmts.pop(), stmts.is_empty()) {
+            (Some(s), true) => s,
+            _ => {
+                return Err(Error::Syntax(
+                    "a prepared statement must be exactly one statement".into(),
+                ))
+            }
+        };
+        let columns = match &stmt {
+            Statement::Query(q) => {
+                let nulls = vec![Datum::Null; params];
+                let planner = Planner {
+                    cat: self.cat(),
+                    facts: &self.facts,
+                    params: &nulls,
+                };
+                planner
+                    .plan_query(q)?
+                    .projection
+                    .iter()
+                    .map(|c| c.meta.clone())
+                    .collect()
+            }
+            _ => Vec::new(),
+        };
+        Ok(PreparedStatement {
+            stmt: Arc::new(stmt),
+            params,
+            columns,
+        })
+    }
+
+    pub fn execute_prepared(
+        &mut self,
+        stmt: &PreparedStatement,
+        params: &[Datum],
+    ) -> Result<Output> {
+        if params.len() != stmt.params {
+            return Err(Error::PlaceholderCount("mysqld_stmt_execute".into()));
+        }
+        self.dispatch(&stmt.stmt, params)
+    }
+
+    fn txn_options(&self) -> TxnOptions {
+        TxnOptions {
+            isolation: self.next_isolation.unwrap_or(self.isolation),
+            lock_wait_timeout: self.lock_wait,
+            write_options: WriteOptions {
+                sync: self.shared.sync_commits.load(Ordering::Relaxed),
+                ..Default::default()
+            },
+        }
+    }
+
+    fn begin(&mut self, read_only: bool) -> Result<()> {
+        self.commit()?;
+        let txn = self.cat().engine().begin(self.txn_options());
+        self.next_isolation = None;
+        self.txn = Some(txn);
+        self.explicit = true;
+        self.read_only_txn = read_only;
+        Ok(())
+    }
+
+    /// Commits the open transaction, if any. Refused (and rolled back) if a
+    /// table it wrote had its indexes changed meanwhile.
+    pub fn commit(&mut self) -> Result<()> {
+        let written = std::mem::take(&mut self.written);
+        self.explicit = false;
+        self.read_only_txn = false;
+        let Some(txn) = self.txn.take() else {
+            return Ok(());
+        };
+        let _schema = self.shared.catalog.schema.read();
+        for (table, generation) in &written {
+            if self.cat().index_generation(*table) != Some(*generation) {
+                txn.rollback();
+                return Err(Error::Unsupported(
+                    "Table definition has changed, please retry transaction".into(),
+                ));
+            }
+        }
+        txn.commit()?;
+        Ok(())
+    }
+
+    pub fn rollback(&mut self) {
+        self.written.clear();
+        self.explicit = false;
+        self.read_only_txn = false;
+        if let Some(t) = self.txn.take() {
+            t.rollback();
+        }
+    }
+
+    fn dispatch(&mut self, stmt: &Statement, params: &[Datum]) -> Result<Output> {
+        match stmt {
+            Statement::Query(_)
+            | Statement::Insert(_)
+            | Statement::Update(_)
+            | Statement::Delete(_) => self.row_statement(stmt, params),
+            Statement::StartTransaction { modes, .. } => {
+                let read_only = modes.iter().any(|m| {
+                    matches!(
+                        m,
+                        ast::TransactionMode::AccessMode(ast::TransactionAccessMode::ReadOnly)
+                    )
+                });
+                for m in modes {
+                    if let ast::TransactionMode::IsolationLevel(l) = m {
+                        self.next_isolation = Some(map_isolation(l));
+                    }
+                }
+                self.begin(read_only)?;
+                Ok(Output::affected(0))
+            }
+            Statement::Commit { .. } => {
+                self.commit()?;
+                Ok(Output::affected(0))
+            }
+            Statement::Rollback {
+                savepoint: None, ..
+            } => {
+                self.rollback();
+                Ok(Output::affected(0))
+            }
+            Statement::Set(s) => self.set(s, params),
+            Statement::Use(u) => {
+                let name = match u {
+                    ast::Use::Object(n) | ast::Use::Database(n) | ast::Use::Schema(n) => {
+                        ident_name(n).join(".")
+                    }
+                    other => return Err(Error::Unsupported(other.to_string())),
+                };
+                self.set_database(&name)?;
+                Ok(Output::affected(0))
+            }
+            Statement::ShowDatabases { show_options, .. } => Ok(show::databases(
+                self.cat(),
+                like_filter(show_options).as_deref(),
+            )),
+            Statement::ShowTables {
+                full, show_options, ..
+            } => {
+                let db = match show_options
+                    .show_in
+                    .as_ref()
+                    .and_then(|i| i.parent_name.as_ref())
+                {
+                    Some(n) => ident_name(n).join("."),
+                    None => self.current_database().ok_or(Error::NoDatabase)?.to_owned(),
+                };
+                if !self.cat().database_exists(&db) {
+                    return Err(Error::UnknownDatabase(db));
+                }
+                Ok(show::tables(
+                    self.cat(),
+                    &db,
+                    *full,
+                    like_filter(show_options).as_deref(),
+                ))
+            }
+            Statement::ShowColumns { show_options, .. } => {
+                let name = show_options
+                    .show_in
+                    .as_ref()
+                    .and_then(|i| i.parent_name.as_ref())
+                    .ok_or_else(|| Error::Syntax("SHOW COLUMNS needs a table".into()))?;
+                let def = self.planner(&[]).table(name)?;
+                Ok(show::columns(&def, like_filter(show_options).as_deref()))
+            }
+            Statement::ExplainTable { table_name, .. } => {
+                let def = self.planner(&[]).table(table_name)?;
+                Ok(show::columns(&def, None))
+            }
+            Statement::ShowCreate {
+                obj_type: ast::ShowCreateObject::Table,
+                obj_name,
+            } => {
+                let def = self.planner(&[]).table(obj_name)?;
+                Ok(show::create_table(&def))
+            }
+            Statement::ShowVariables { filter, .. } => {
+                let pattern = match filter {
+                    Some(ast::ShowStatementFilter::Like(p)) => Some(p.clone()),
+                    None => None,
+                    Some(other) => {
+                        return Err(Error::Unsupported(format!("SHOW VARIABLES {other}")))
+                    }
+                };
+                show::variables(&self.variables(), pattern.as_deref())
+            }
+            Statement::Explain { statement, .. } => self.explain(statement, params),
+            Statement::Savepoint { .. }
+            | Statement::ReleaseSavepoint { .. }
+            | Statement::Rollback { .. } => Err(Error::Unsupported("named savepoints".into())),
+            _ => self.ddl(stmt),
+        }
+    }
+
+    fn planner<'a>(&'a self, params: &'a [Datum]) -> Planner<'a> {
+        Planner {
+            cat: &self.shared.catalog,
+            facts: &self.facts,
+            params,
+        }
+    }
+
+    fn variables(&self) -> Vec<(String, Datum)> {
+        let mut names: Vec<&str> = vec![
+            "autocommit",
+            "auto_increment_increment",
+            "auto_increment_offset",
+            "character_set_client",
+            "character_set_connection",
+            "character_set_database",
+            "character_set_results",
+            "character_set_server",
+            "collation_connection",
+            "collation_database",
+            "collation_server",
+            "default_storage_engine",
+            "innodb_lock_wait_timeout",
+            "lower_case_table_names",
+            "max_allowed_packet",
+            "sql_mode",
+            "system_time_zone",
+            "time_zone",
+            "transaction_isolation",
+            "tx_isolation",
+            "version",
+            "version_comment",
+        ];
+        names.sort_unstable();
+        names
+            .into_iter()
+            .map(|n| (n.to_owned(), self.variable(n)))
+            .collect()
+    }
+
+    fn variable(&self, name: &str) -> Datum {
+        match name {
+            "autocommit" => Datum::Int(i64::from(self.autocommit)),
+            "transaction_isolation" | "tx_isolation" => Datum::text(isolation_name(self.isolation)),
+            "innodb_lock_wait_timeout" => {
+                Datum::Int(i64::try_from(self.lock_wait.as_secs()).unwrap_or(i64::MAX))
+            }
+            other => self
+                .facts
+                .vars
+                .get(other)
+                .cloned()
+                .or_else(|| default_variable(other))
+                .unwrap_or(Datum::Null),
+        }
+    }
+
+    fn set(&mut self, s: &ast::Set, params: &[Datum]) -> Result<Output> {
+        match s {
+            ast::Set::SingleAssignment {
+                variable, values, ..
+            } => {
+                let name = ident_name(variable).join(".");
+                let [value] = values.as_slice() else {
+                    return Err(Error::Syntax(format!("SET {name} needs one value")));
+                };
+                self.set_variable(&name, value, params)?;
+            }
+            ast::Set::MultipleAssignments { assignments } => {
+                for a in assignments {
+                    self.set_variable(&ident_name(&a.name).join("."), &a.value, params)?;
+                }
+            }
+            ast::Set::SetTransaction { modes, session, .. } => {
+                for m in modes {
+                    if let ast::TransactionMode::IsolationLevel(l) = m {
+                        if *session {
+                            self.isolation = map_isolation(l);
+                        } else {
+                            self.next_isolation = Some(map_isolation(l));
+                        }
+                    }
+                }
+            }
+            ast::Set::SetNames { .. } | ast::Set::SetNamesDefault {} => {}
+            other => return Err(Error::Unsupported(other.to_string())),
+        }
+        Ok(Output::affected(0))
+    }
+
+    fn eval_setting(&self, value: &ast::Expr, params: &[Datum]) -> Result<Datum> {
+        // SET x = ON/OFF/DEFAULT: bare words are values here.
+        if let ast::Expr::Identifier(id) = value {
+            if id.quote_style.is_none() && !id.value.starts_with('@') {
+                return Ok(Datum::text(&id.value));
+            }
+        }
+        let txn = self.cat().engine().begin(TxnOptions::default());
+        let planner = self.planner(params);
+        let sub = |q: &ast::Query| planner.plan_query(q);
+        let scope = crate::expr::Scope::default();
+        let bound = crate::expr::Binder {
+            scope: &scope,
+            facts: &self.facts,
+            aggs: None,
+            subquery: &sub,
+        }
+        .bind(value)?;
+        let ex = Executor::new(self.cat(), &txn, params, None);
+        let v = ex.with_cx(&[], |cx| bound.eval(&[], cx));
+        drop(ex);
+        txn.rollback();
+        v
+    }
+
+    fn set_variable(&mut self, raw: &str, value: &ast::Expr, params: &[Datum]) -> Result<()> {
+        let v = self.eval_setting(value, params)?;
+        if let Some(user) = raw.strip_prefix('@').filter(|r| !r.starts_with('@')) {
+            self.facts
+                .vars
+                .insert(format!("@{}", user.to_ascii_lowercase()), v);
+            return Ok(());
+        }
+        let name = raw.trim_start_matches("@@").to_ascii_lowercase();
+        let name = name
+            .trim_start_matches("session.")
+            .trim_start_matches("local.")
+            .to_owned();
+        if name.starts_with("global.") {
+            return Err(Error::Unsupported("SET GLOBAL".into()));
+        }
+        let text = v.to_text().unwrap_or_default().to_ascii_uppercase();
+        let flag = |text: &str| -> Result<bool> {
+            match text {
+                "1" | "ON" | "TRUE" => Ok(true),
+                "0" | "OFF" | "FALSE" => Ok(false),
+                other => Err(Error::BadVariableValue(name.clone(), other.to_owned())),
+            }
+        };
+        match name.as_str() {
+            "autocommit" => {
+                let on = flag(&text)?;
+                if on && !self.autocommit {
+                    self.commit()?;
+                }
+                self.autocommit = on;
+            }
+            "transaction_isolation" | "tx_isolation" => {
+                self.isolation = match text.replace('-', " ").as_str() {
+                    "READ UNCOMMITTED" | "READ COMMITTED" => Isolation::ReadCommitted,
+                    "REPEATABLE READ" => Isolation::SnapshotIsolation,
+                    "SERIALIZABLE" => Isolation::Serializable,
+                    other => return Err(Error::BadVariableValue(name, other.to_owned())),
+                };
+            }
+            "innodb_lock_wait_timeout" | "lock_wait_timeout" => {
+                let secs = v
+                    .to_i128()
+                    .and_then(|n| u64::try_from(n).ok())
+                    .filter(|n| *n >= 1)
+                    .ok_or_else(|| Error::BadVariableValue(name.clone(), text.clone()))?;
+                self.lock_wait = Duration::from_secs(secs);
+            }
+            "sql_mode"
+            | "names"
+            | "character_set_client"
+            | "character_set_results"
+            | "character_set_connection"
+            | "collation_connection"
+            | "time_zone"
+            | "sql_safe_updates"
+            | "sql_auto_is_null"
+            | "net_write_timeout"
+            | "net_read_timeout"
+            | "wait_timeout"
+            | "interactive_timeout"
+            | "max_execution_time"
+            | "sql_select_limit"
+            | "foreign_key_checks"
+            | "unique_checks"
+            | "session_track_schema"
+            | "sql_quote_show_create"
+            | "group_concat_max_len"
+            | "max_allowed_packet"
+            | "profiling"
+            | "long_query_time" => {
+                self.facts.vars.insert(name, v);
+            }
+            other if default_variable(other).is_some() => {
+                self.facts.vars.insert(name, v);
+            }
+            _ => return Err(Error::UnknownVariable(name)),
+        }
+        Ok(())
+    }
+
+    /// Runs a SELECT/INSERT/UPDATE/DELETE in the session's transaction.
+    fn row_statement(&mut self, stmt: &Statement, params: &[Datum]) -> Result<Output> {
+        let writes = !matches!(stmt, Statement::Query(_));
+        if writes && self.read_only_txn {
+            return Err(Error::ReadOnlyTransaction);
+        }
+        if self.txn.is_none() {
+            let txn = self.cat().engine().begin(self.txn_options());
+            self.next_isolation = None;
+            self.txn = Some(txn);
+            self.explicit = !self.autocommit;
+        }
+        let in_explicit = self.explicit;
+        let shared = self.shared.clone();
+        let schema = shared.catalog.schema.read();
+        let result = {
+            let Some(txn) = self.txn.as_mut() else {
+                return Err(Error::Syntax("no transaction".into()));
+            };
+            if in_explicit {
+                txn.set_savepoint();
+            }
+            let r = run_row_statement(
+                &shared.catalog,
+                &self.facts,
+                txn,
+                stmt,
+                params,
+                self.interrupt.as_deref(),
+            );
+            if in_explicit {
+                match &r {
+                    Ok(_) => txn.release_savepoint()?,
+                    Err(e) if !e.aborts_transaction() => txn.rollback_to_savepoint()?,
+                    Err(_) => {}
+                }
+            }
+            r
+        };
+        drop(schema);
+        if let Some(f) = &self.interrupt {
+            f.store(false, Ordering::Relaxed);
+        }
+        let (out, tables) = match result {
+            Ok(r) => r,
+            Err(e) => {
+                if !in_explicit || e.aborts_transaction() {
+                    self.rollback();
+                }
+                return Err(e);
+            }
+        };
+        if let Some(id) = match &out {
+            Output::Affected { last_insert_id, .. } if *last_insert_id != 0 => {
+                Some(*last_insert_id)
+            }
+            _ => None,
+        } {
+            self.facts.last_insert_id = id;
+        }
+        for (t, g) in tables {
+            self.written.entry(t).or_insert(g);
+        }
+        if !in_explicit {
+            self.commit()?;
+        }
+        Ok(out)
+    }
+
+    fn ddl(&mut self, stmt: &Statement) -> Result<Output> {
+        // DDL commits the open transaction first, as MySQL does.
+        self.commit()?;
+        let facts = self.facts.clone();
+        let shared = self.shared.clone();
+        let ddl = Ddl {
+            cat: &shared.catalog,
+            facts: &facts,
+        };
+        match stmt {
+            Statement::CreateDatabase {
+                db_name,
+                if_not_exists,
+                ..
+            } => {
+                let created =
+                    ddl.create_database(&ident_name(db_name).join("."), *if_not_exists)?;
+                Ok(Output::affected(u64::from(created)))
+            }
+            Statement::CreateSchema {
+                schema_name: ast::SchemaName::Simple(n),
+                if_not_exists,
+                ..
+            } => {
+                let created = ddl.create_database(&ident_name(n).join("."), *if_not_exists)?;
+                Ok(Output::affected(u64::from(created)))
+            }
+            Statement::CreateTable(ct) => ddl.create_table(ct).map(|_| Output::affected(0)),
+            Statement::CreateIndex(ci) => {
+                let name = ci.name.as_ref().map(|n| ident_name(n).join("."));
+                ddl.create_index(&ci.table_name, name, &ci.columns, ci.unique)
+                    .map(|_| Output::affected(0))
+            }
+            Statement::AlterTable(at) => ddl.alter_table(at).map(|_| Output::affected(0)),
+            Statement::Truncate(t) => {
+                for target in &t.table_names {
+                    ddl.truncate(&target.name)?;
+                }
+                Ok(Output::affected(0))
+            }
+            Statement::RenameTable(list) => {
+                for r in list {
+                    ddl.rename_table(&r.old_name, &r.new_name)?;
+                }
+                Ok(Output::affected(0))
+            }
+            Statement::Drop {
+                object_type,
+                if_exists,
+                names,
+                table,
+                ..
+            } => match object_type {
+                ast::ObjectType::Table => ddl
+                    .drop_tables(names, *if_exists)
+                    .map(|_| Output::affected(0)),
+                ast::ObjectType::Database | ast::ObjectType::Schema => {
+                    let mut n = 0;
+                    for name in names {
+                        let db = ident_name(name).join(".");
+                        n += ddl.drop_database(&db, *if_exists)?;
+                        if self.facts.database.as_deref() == Some(db.as_str()) {
+                            self.facts.database = None;
+                        }
+                    }
+                    Ok(Output::affected(n))
+                }
+                ast::ObjectType::Index => {
+                    let t = table
+                        .as_ref()
+                        .ok_or_else(|| Error::Syntax("DROP INDEX needs ON table".into()))?;
+                    for n in names {
+                        ddl.drop_index(t, &ident_name(n).join("."))?;
+                    }
+                    Ok(Output::affected(0))
+                }
+                other => Err(Error::Unsupported(format!("DROP {other}"))),
+            },
+            other => Err(Error::Unsupported(first_words(&other.to_string()))),
+        }
+    }
+
+    fn explain(&mut self, stmt: &Statement, params: &[Datum]) -> Result<Output> {
+        let Statement::Query(q) = stmt else {
+            return Err(Error::Unsupported(
+                "EXPLAIN of a statement other than SELECT".into(),
+            ));
+        };
+        let plan = self.planner(params).plan_query(q)?;
+        let mut rows = Vec::new();
+        explain_rows(&plan, &mut rows);
+        Ok(Output::text_rows(
+            &[
+                "id",
+                "select_type",
+                "table",
+                "type",
+                "possible_keys",
+                "key",
+                "key_len",
+                "ref",
+                "rows",
+                "Extra",
+            ],
+            rows,
+        ))
+    }
+
+    /// SHOW statements the parser does not know: INDEX/KEYS, WARNINGS,
+    /// ERRORS, ENGINES.
+    fn show_extra(&mut self, sql: &str) -> Result<Option<Output>> {
+        let words: Vec<String> = sql
+            .trim()
+            .trim_end_matches(';')
+            .split_whitespace()
+            .map(|w| w.to_ascii_uppercase())
+            .collect();
+        let w: Vec<&str> = words.iter().map(String::as_str).collect();
+        match w.as_slice() {
+            ["SHOW", "INDEX" | "INDEXES" | "KEYS", "FROM" | "IN", ..] => {
+                let raw: Vec<&str> = sql
+                    .trim()
+                    .trim_end_matches(';')
+                    .split_whitespace()
+                    .collect();
+                let table = raw.get(3).copied().unwrap_or_default().trim_matches('`');
+                let def = match table.split_once('.') {
+                    Some((d, t)) => self.cat().table(d.trim_matches('`'), t.trim_matches('`'))?,
+                    None => self
+                        .cat()
+                        .table(self.current_database().ok_or(Error::NoDatabase)?, table)?,
+                };
+                Ok(Some(show::indexes(&def)))
+            }
+            ["SHOW", "WARNINGS" | "ERRORS", ..] => Ok(Some(Output::text_rows(
+                &["Level", "Code", "Message"],
+                Vec::new(),
+            ))),
+            ["SHOW", "ENGINES"] => Ok(Some(Output::text_rows(
+                &[
+                    "Engine",
+                    "Support",
+                    "Comment",
+                    "Transactions",
+                    "XA",
+                    "Savepoints",
+                ],
+                vec![[
+                    "ShaleDB",
+                    "DEFAULT",
+                    "LSM-tree engine with multi-version schemas",
+                    "YES",
+                    "YES",
+                    "NO",
+                ]
+                .iter()
+                .map(|v| Datum::text(v))
+                .collect()],
+            ))),
+            _ => Ok(None),
+        }
+    }
+
+    /// XA START/END/PREPARE/COMMIT/ROLLBACK/RECOVER over the engine's 2PC.
+    fn xa(&mut self, sql: &str) -> Result<Option<Output>> {
+        let words: Vec<&str> = sql
+            .trim()
+            .trim_end_matches(';')
+            .split_whitespace()
+            .collect();
+        if !words.first().is_some_and(|w| w.eq_ignore_ascii_case("XA")) {
+            return Ok(None);
+        }
+        let verb = words
+            .get(1)
+            .map(|w| w.to_ascii_uppercase())
+            .unwrap_or_default();
+        let xid = || -> Result<Vec<u8>> {
+            let raw = words
+                .get(2)
+                .ok_or_else(|| Error::Syntax("XA needs an xid".into()))?;
+            Ok(raw.trim_matches('\'').trim_matches('"').as_bytes().to_vec())
+        };
+        match verb.as_str() {
+            "START" | "BEGIN" => {
+                self.begin(false)?;
+                Ok(Some(Output::affected(0)))
+            }
+            "END" => Ok(Some(Output::affected(0))),
+            "PREPARE" => {
+                let x = xid()?;
+                let mut txn = self
+                    .txn
+                    .take()
+                    .ok_or_else(|| Error::XaState("no active XA transaction".into()))?;
+                self.explicit = false;
+                self.written.clear();
+                txn.prepare(&x)?;
+                // A prepared transaction lives in the engine until XA COMMIT.
+                drop(txn);
+                Ok(Some(Output::affected(0)))
+            }
+            "COMMIT" => {
+                let x = xid()?;
+                if words.iter().any(|w| w.eq_ignore_ascii_case("PHASE")) {
+                    // XA COMMIT xid ONE PHASE
+                    self.commit()?;
+                    return Ok(Some(Output::affected(0)));
+                }
+                self.cat()
+                    .engine()
+                    .commit_prepared(&x)
+                    .map_err(|e| match e {
+                        shaledb::Error::UnknownXid(_) => Error::UnknownXid,
+                        other => Error::Engine(other),
+                    })?;
+                Ok(Some(Output::affected(0)))
+            }
+            "ROLLBACK" => {
+                let x = xid()?;
+                self.cat()
+                    .engine()
+                    .rollback_prepared(&x)
+                    .map_err(|e| match e {
+                        shaledb::Error::UnknownXid(_) => Error::UnknownXid,
+                        other => Error::Engine(other),
+                    })?;
+                Ok(Some(Output::affected(0)))
+            }
+            "RECOVER" => {
+                let rows = self
+                    .cat()
+                    .engine()
+                    .prepared()
+                    .into_iter()
+                    .map(|p| {
+                        let x = p.xid.to_vec();
+                        vec![
+                            Datum::Int(1),
+                            Datum::Int(x.len() as i64),
+                            Datum::Int(0),
+                            Datum::Bytes(x),
+                        ]
+                    })
+                    .collect();
+                let mut out =
+                    Output::text_rows(&["formatID", "gtrid_length", "bqual_length", "data"], rows);
+                if let Output::Rows { columns, .. } = &mut out {
+                    for c in columns.iter_mut().take(3) {
+                        c.ty = SqlType::Int {
+                            bytes: 8,
+                            unsigned: false,
+                        };
+                    }
+                }
+                Ok(Some(out))
+            }
+            _ => Err(Error::Syntax(format!("XA {verb}"))),
+        }
+    }
+}
+
+fn first_words(s: &str) -> String {
+    s.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
+}
+
+fn like_filter(o: &ast::ShowStatementOptions) -> Option<String> {
+    match &o.filter_position {
+        Some(ast::ShowStatementFilterPosition::Infix(ast::ShowStatementFilter::Like(p)))
+        | Some(ast::ShowStatementFilterPosition::Suffix(ast::ShowStatementFilter::Like(p))) => {
+            Some(p.clone())
+        }
+        _ => None,
+    }
+}
+
+fn map_isolation(l: &ast::TransactionIsolationLevel) -> Isolation {
+    match l {
+        ast::TransactionIsolationLevel::ReadUncommitted
+        | ast::TransactionIsolationLevel::ReadCommitted => Isolation::ReadCommitted,
+        ast::TransactionIsolationLevel::Serializable => Isolation::Serializable,
+        _ => Isolation::SnapshotIsolation,
+    }
+}
+
+fn explain_rows(plan: &SelectPlan, rows: &mut Vec<Vec<Datum>>) {
+    for (arm, _) in &plan.unions {
+        explain_rows(arm, rows);
+    }
+    for t in &plan.tables {
+        let (kind, key) = match &t.path {
+            Some(p) => (
+                p.kind(&t.def),
+                t.def.indexes.get(p.index).map(|i| i.name.clone()),
+            ),
+            None => ("ALL", None),
+        };
+        let mut extra = Vec::new();
+        if !t.filters.is_empty() || !plan.filter.is_empty() {
+            extra.push("Using where");
+        }
+        if plan.lock == Some(LockKind::Update) {
+            extra.push("FOR UPDATE");
+        }
+        rows.push(vec![
+            Datum::Int(1),
+            Datum::text("SIMPLE"),
+            Datum::text(&t.alias),
+            Datum::text(kind),
+            key.as_deref().map_or(Datum::Null, Datum::text),
+            key.as_deref().map_or(Datum::Null, Datum::text),
+            Datum::Null,
+            Datum::Null,
+            Datum::Null,
+            Datum::text(&extra.join("; ")),
+        ]);
+    }
+    if plan.tables.is_empty() && plan.unions.is_empty() {
+        rows.push(vec![
+            Datum::Int(1),
+            Datum::text("SIMPLE"),
+            Datum::Null,
+            Datum::Null,
+            Datum::Null,
+            Datum::Null,
+            Datum::Null,
+            Datum::Null,
+            Datum::Null,
+            Datum::text("No tables used"),
+        ]);
+    }
+}
+
+/// Runs one row statement; returns its output and the tables it wrote
+/// with their index generations.
+fn run_row_statement(
+    cat: &Catalog,
+    facts: &SessionFacts,
+    txn: &mut Txn,
+    stmt: &Statement,
+    params: &[Datum],
+    interrupt: Option<&AtomicBool>,
+) -> Result<(Output, Vec<(u32, u64)>)> {
+    let planner = Planner { cat, facts, params };
+    let dml = Dml {
+        cat,
+        facts,
+        params,
+        interrupt,
+    };
+    match stmt {
+        Statement::Query(q) => {
+            let plan = planner.plan_query(q)?;
+            let locked = match plan.lock {
+                Some(kind) if plan.tables.len() == 1 && plan.unions.is_empty() => {
+                    // Lock the rows first, then answer from their latest versions.
+                    Some(dml.locked_rows(txn, &plan, &[], None, kind == LockKind::Update)?)
+                }
+                _ => None,
+            };
+            let ex = Executor::new(cat, txn, params, interrupt);
+            let (columns, rows) = ex.run_with(&plan, locked.as_ref())?;
+            Ok((Output::Rows { columns, rows }, Vec::new()))
+        }
+        Statement::Insert(ins) => {
+            let r = dml.insert(txn, ins)?;
+            let t = match &ins.table {
+                ast::TableObject::TableName(n) => planner.table(n).ok(),
+                _ => None,
+            };
+            Ok((
+                Output::Affected {
+                    rows: r.affected,
+                    last_insert_id: r.first_insert_id.unwrap_or(0),
+                    warnings: 0,
+                },
+                t.map(|d| vec![(d.id, d.index_generation)])
+                    .unwrap_or_default(),
+            ))
+        }
+        Statement::Update(u) => {
+            let (_, changed) = dml.update(txn, u)?;
+            let t = match &u.table.relation {
+                ast::TableFactor::Table { name, .. } => planner.table(name).ok(),
+                _ => None,
+            };
+            Ok((
+                Output::affected(changed),
+                t.map(|d| vec![(d.id, d.index_generation)])
+                    .unwrap_or_default(),
+            ))
+        }
+        Statement::Delete(d) => {
+            let n = dml.delete(txn, d)?;
+            let t = match &d.from {
+                ast::FromTable::WithFromKeyword(v) | ast::FromTable::WithoutKeyword(v) => {
+                    match v.first().map(|t| &t.relation) {
+                        Some(ast::TableFactor::Table { name, .. }) => planner.table(name).ok(),
+                        _ => None,
+                    }
+                }
+            };
+            Ok((
+                Output::affected(n),
+                t.map(|d| vec![(d.id, d.index_generation)])
+                    .unwrap_or_default(),
+            ))
+        }
+        _ => Err(Error::Unsupported(first_words(&stmt.to_string()))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn placeholders_are_numbered_in_text_order() {
+        let (s, n) = number_placeholders("SELECT c FROM t WHERE id = ? AND k IN (?, '?')")
+            .expect("tokenizes");
+        assert_eq!(n, 2);
+        assert_eq!(s, "SELECT c FROM t WHERE id = ?1 AND k IN (?2, '?')");
+    }
+
+    #[test]
+    fn lock_in_share_mode_becomes_for_share() {
+        assert_eq!(
+            normalize("SELECT * FROM t lock in share mode;"),
+            "SELECT * FROM t FOR SHARE"
+        );
+    }
+}
