@@ -9,6 +9,7 @@
 //! shale --db DIR load [--sync] [--skip-bad-lines] < key<TAB>value lines   # echoes each key once acknowledged
 //! shale --db DIR txn                # transactions, snapshots, 2PC: commands on stdin
 //! shale --db DIR stats | compact | check | dump FILE
+//! shale [--db DIR] serve [--port P] # MySQL-protocol server (default DIR: ./shale-data)
 //! ```
 //! Keys and values are UTF-8 text, or `0x`-prefixed hex. Every command but
 //! `init` opens an existing database; `--create` lets it create one.
@@ -19,6 +20,7 @@
 mod codec;
 mod load;
 mod open;
+mod serve;
 mod txn_shell;
 
 use clap::{Parser, Subcommand};
@@ -31,9 +33,10 @@ use std::process::ExitCode;
 #[derive(Parser)]
 #[command(name = "shale", version, about = "ShaleDB command-line tool")]
 struct Cli {
-    /// Database directory.
+    /// Database directory (required, except by `serve`, which defaults
+    /// to ./shale-data).
     #[arg(long)]
-    db: PathBuf,
+    db: Option<PathBuf>,
     /// Create the database if the directory is missing or empty (`init`
     /// always creates; other commands otherwise open an existing one).
     #[arg(long)]
@@ -97,7 +100,12 @@ enum Cmd {
     Check,
     /// Describe the extents of a data file (e.g. 000012.sdt).
     Dump { file: String },
+    /// Serve SQL over the MySQL protocol (creates the database if missing).
+    Serve(serve::ServeArgs),
 }
+
+/// Where `serve` keeps its data without `--db`.
+const SERVE_DEFAULT_DIR: &str = "shale-data";
 
 /// What can stop a command.
 #[derive(Debug, thiserror::Error)]
@@ -155,13 +163,22 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
     }
     let mode = match (&cli.cmd, cli.create) {
         (Cmd::Init, _) => open::Mode::New,
-        (_, true) => open::Mode::CreateIfMissing,
+        (Cmd::Serve(_), _) | (_, true) => open::Mode::CreateIfMissing,
         (_, false) => open::Mode::Existing,
     };
-    let db = open::open(&cli.db, opts, mode)?;
+    let dir = match (cli.db, &cli.cmd) {
+        (Some(d), _) => d,
+        (None, Cmd::Serve(_)) => PathBuf::from(SERVE_DEFAULT_DIR),
+        (None, _) => {
+            return Err(CliError::Input(
+                "the database directory is required: --db DIR".into(),
+            ))
+        }
+    };
+    let db = open::open(&dir, opts, mode)?;
     let code = match cli.cmd {
         Cmd::Init => {
-            println!("created a database in {}", cli.db.display());
+            println!("created a database in {}", dir.display());
             ExitCode::SUCCESS
         }
         Cmd::Put { key, value } => {
@@ -263,6 +280,11 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
         Cmd::Dump { file } => {
             print!("{}", db.describe_data_file(&file)?);
             ExitCode::SUCCESS
+        }
+        Cmd::Serve(args) => {
+            // serve closes the database itself, after the last session.
+            serve::serve(db, &dir, args)?;
+            return Ok(ExitCode::SUCCESS);
         }
     };
     db.close()?;

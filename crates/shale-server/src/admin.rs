@@ -85,9 +85,54 @@ pub fn check_privilege(
     let Some(toks) = lex::tokens(stmt) else {
         return Ok(()); // the SQL layer reports the syntax error
     };
+    let Some((bit, name)) = needed_privilege(stmt) else {
+        return Ok(());
+    };
+    let first = toks
+        .first()
+        .and_then(Token::text)
+        .unwrap_or_default()
+        .to_ascii_uppercase();
+    // A SELECT without FROM reads no table.
+    if bit == privs::SELECT && first == "SELECT" && !toks.iter().any(|t| t.is("FROM")) {
+        return Ok(());
+    }
+    if account.allows(bit, current_db, None) {
+        return Ok(());
+    }
+    deny(account, name, current_db)
+}
+
+/// [`check_privilege`] for a statement whose tables are known: the
+/// privilege must hold in the database of every table it names (a table
+/// without a database is in `current_db`).
+pub fn check_privilege_on(
+    stmt: &str,
+    account: &Account,
+    current_db: Option<&str>,
+    tables: &[(Option<String>, String)],
+) -> Result<(), SqlError> {
+    if tables.is_empty() || tables.iter().all(|(d, _)| d.is_none()) {
+        return check_privilege(stmt, account, current_db);
+    }
+    let Some((bit, name)) = needed_privilege(stmt) else {
+        return Ok(());
+    };
+    for (db, _) in tables {
+        let db = db.as_deref().or(current_db);
+        if !account.allows(bit, db, None) {
+            return deny(account, name, db);
+        }
+    }
+    Ok(())
+}
+
+/// The privilege a table statement needs, by its first words.
+fn needed_privilege(stmt: &str) -> Option<(u64, &'static str)> {
+    let toks = lex::tokens(stmt)?;
     let word = |i: usize| toks.get(i).and_then(Token::text).unwrap_or_default();
     let first = word(0).to_ascii_uppercase();
-    let (bit, name) = match first.as_str() {
+    Some(match first.as_str() {
         "SELECT" | "WITH" | "EXPLAIN" | "DESCRIBE" | "DESC" | "TABLE" | "VALUES" => {
             (privs::SELECT, "SELECT")
         }
@@ -106,15 +151,11 @@ pub fn check_privilege(
                 _ => (privs::DROP, "DROP"),
             }
         }
-        _ => return Ok(()),
-    };
-    // A SELECT without FROM reads no table.
-    if bit == privs::SELECT && first == "SELECT" && !toks.iter().any(|t| t.is("FROM")) {
-        return Ok(());
-    }
-    if account.allows(bit, current_db, None) {
-        return Ok(());
-    }
+        _ => return None,
+    })
+}
+
+fn deny(account: &Account, name: &str, current_db: Option<&str>) -> Result<(), SqlError> {
     Err(match current_db {
         Some(db) => SqlError::new(
             1142,

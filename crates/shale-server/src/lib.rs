@@ -15,5 +15,6 @@ pub mod metrics;
 pub mod mysql;
 pub mod process;
 pub mod server;
+pub mod sql_backend;
 pub mod stats;
 pub mod tls;

@@ -376,7 +376,7 @@ impl Catalog {
     }
 
     /// Deletes the data of a dropped index and then its garbage marker.
-    fn reclaim(&self, index_id: u32) -> Result<()> {
+    pub fn reclaim(&self, index_id: u32) -> Result<()> {
         let lo = index_id.to_be_bytes();
         let hi = index_id.checked_add(1).map(u32::to_be_bytes);
         match hi {

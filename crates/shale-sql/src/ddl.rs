@@ -117,20 +117,33 @@ pub fn column_type(dt: &ast::DataType) -> Result<SqlType> {
 pub fn cast_type(dt: &ast::DataType) -> Result<SqlType> {
     use ast::DataType as D;
     Ok(match dt {
-        D::SignedInteger | D::Int(_) | D::Integer(_) | D::BigInt(_) => SqlType::Int {
+        D::Signed | D::SignedInteger | D::Int(_) | D::Integer(_) | D::BigInt(_) => SqlType::Int {
             bytes: 8,
             unsigned: false,
         },
-        D::UnsignedInteger | D::IntUnsigned(_) | D::BigIntUnsigned(_) | D::IntegerUnsigned(_) => {
-            SqlType::Int {
-                bytes: 8,
-                unsigned: true,
-            }
-        }
+        D::Unsigned
+        | D::UnsignedInteger
+        | D::IntUnsigned(_)
+        | D::BigIntUnsigned(_)
+        | D::IntegerUnsigned(_) => SqlType::Int {
+            bytes: 8,
+            unsigned: true,
+        },
         D::Char(_) | D::Character(_) | D::Varchar(_) | D::Text | D::Nvarchar(_) => {
             SqlType::Text(u32::MAX)
         }
         D::Binary(_) | D::Varbinary(_) | D::Blob(_) => SqlType::Blob(u32::MAX),
+        D::Custom(name, _) => match ident_name(name).join(" ").to_ascii_uppercase().as_str() {
+            "SIGNED" | "SIGNED INTEGER" => SqlType::Int {
+                bytes: 8,
+                unsigned: false,
+            },
+            "UNSIGNED" | "UNSIGNED INTEGER" => SqlType::Int {
+                bytes: 8,
+                unsigned: true,
+            },
+            other => return Err(Error::Unsupported(format!("CAST to {other}"))),
+        },
         other => column_type(other)?,
     })
 }
@@ -146,6 +159,7 @@ fn default_text(e: &ast::Expr, facts: &SessionFacts) -> Result<Option<String>> {
         facts,
         aggs: None,
         subquery: &no_sub,
+        aliases: &[],
     }
     .bind(e)?;
     match bound {
@@ -634,7 +648,11 @@ impl Ddl<'_> {
             primary: false,
         };
         self.cat.mark_building(id)?;
-        self.build_index(def, &ix)?;
+        if let Err(e) = self.build_index(def, &ix) {
+            // Take back what the build wrote; the mark covers a crash here.
+            self.cat.reclaim(id)?;
+            return Err(e);
+        }
         self.cat.clear_mark(&mut batch, id);
         def.indexes.push(ix);
         def.index_generation += 1;

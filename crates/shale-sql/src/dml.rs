@@ -93,6 +93,7 @@ impl<'a> Dml<'a> {
             facts: self.facts,
             aggs: None,
             subquery: &sub,
+            aliases: &[],
         }
         .bind(e)
     }

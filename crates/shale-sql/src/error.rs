@@ -37,6 +37,8 @@ pub enum Error {
     NoDefault(String),
     #[error("Out of range value for column '{0}' at row {1}")]
     OutOfRange(String, u64),
+    #[error("{0} value is out of range")]
+    ValueOutOfRange(String),
     #[error("Data too long for column '{0}' at row {1}")]
     DataTooLong(String, u64),
     #[error("Incorrect {kind} value: '{value}' for column '{column}' at row {row}")]
@@ -114,6 +116,7 @@ impl Error {
             Error::NoDefault(_) => 1364,
             Error::OutOfRange(..) => 1264,
             Error::DataTooLong(..) => 1406,
+            Error::ValueOutOfRange(_) => 1690,
             Error::BadValue { .. } => 1366,
             Error::BadConversion(..) => 1292,
             Error::ColumnCount(_) => 1136,
@@ -159,7 +162,8 @@ impl Error {
             1054 => "42S22",
             1052 => "23000",
             1062 | 1048 => "23000",
-            1364 | 1264 | 1406 | 1366 | 1292 | 1365 => "22000",
+            1364 | 1406 | 1366 | 1292 | 1365 => "22000",
+            1264 | 1690 => "22003",
             1136 => "21S01",
             1241 | 1242 => "21000",
             1213 => "40001",

@@ -145,6 +145,9 @@ pub struct Binder<'a> {
     pub aggs: Option<&'a mut Vec<AggCall>>,
     /// Plans subqueries (the SELECT planner).
     pub subquery: &'a dyn Fn(&ast::Query) -> Result<SelectPlan>,
+    /// Result-column aliases a name may refer to when it is not a column
+    /// (HAVING and ORDER BY).
+    pub aliases: &'a [(String, BExpr)],
 }
 
 pub(crate) fn ident_name(name: &ast::ObjectName) -> Vec<String> {
@@ -231,7 +234,17 @@ impl Binder<'_> {
                 if id.quote_style == Some('"') || id.quote_style == Some('\'') {
                     return Ok(BExpr::Lit(Datum::text(&id.value)));
                 }
-                BExpr::Col(self.scope.resolve(None, &id.value)?)
+                match self.scope.resolve(None, &id.value) {
+                    Ok(i) => BExpr::Col(i),
+                    Err(e) => match self
+                        .aliases
+                        .iter()
+                        .find(|(n, _)| n.eq_ignore_ascii_case(&id.value))
+                    {
+                        Some((_, x)) => x.clone(),
+                        None => return Err(e),
+                    },
+                }
             }
             E::CompoundIdentifier(parts) => {
                 let names: Vec<&str> = parts.iter().map(|p| p.value.as_str()).collect();
@@ -552,7 +565,7 @@ impl EvalCx<'_> {
 }
 
 fn overflow() -> Error {
-    Error::OutOfRange("BIGINT value".into(), 0)
+    Error::ValueOutOfRange("BIGINT".into())
 }
 
 /// Three-valued AND/OR/XOR and the arithmetic and comparison operators.

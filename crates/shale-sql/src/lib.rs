@@ -48,7 +48,7 @@ mod types;
 
 pub use error::{Error, Result};
 pub use output::{ColumnMeta, Output};
-pub use session::{PreparedStatement, Session, MAX_STATEMENT_BYTES, VERSION};
+pub use session::{relations, PreparedStatement, Session, MAX_STATEMENT_BYTES, VERSION};
 pub use types::{DateTime, Datum, Decimal, SqlType};
 
 use std::sync::atomic::Ordering;

@@ -246,6 +246,7 @@ impl<'a> Planner<'a> {
             facts: self.facts,
             aggs,
             subquery: sub,
+            aliases: &[],
         }
     }
 
@@ -316,17 +317,12 @@ impl<'a> Planner<'a> {
             ast::SetExpr::SetOperation { .. } => {
                 let mut arms = Vec::new();
                 self.flatten_union(q.body.as_ref(), true, &mut arms)?;
-                let mut it = arms.into_iter();
-                let (mut first, _) = it
-                    .next()
-                    .ok_or_else(|| Error::Syntax("empty UNION".into()))?;
+                let first = &arms
+                    .first()
+                    .ok_or_else(|| Error::Syntax("empty UNION".into()))?
+                    .0;
                 let width = first.projection.len();
-                first.unions = it.collect();
-                if first
-                    .unions
-                    .iter()
-                    .any(|(p, _)| p.projection.len() != width)
-                {
+                if arms.iter().any(|(p, _)| p.projection.len() != width) {
                     return Err(Error::Syntax(
                         "The used SELECT statements have a different number of columns".into(),
                     ));
@@ -374,7 +370,7 @@ impl<'a> Planner<'a> {
                     limit,
                     offset,
                     lock: None,
-                    unions: vec![(first, true)],
+                    unions: arms,
                 })
             }
             other => Err(Error::Unsupported(format!("query {other}"))),
@@ -659,7 +655,17 @@ impl<'a> Planner<'a> {
                 }
             }
         }
-        self.binder(scope, Some(aggs), sub).bind(e)
+        let aliases: Vec<(String, BExpr)> = if alias_first {
+            projection
+                .iter()
+                .map(|c| (c.meta.name.clone(), c.expr.clone()))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let mut b = self.binder(scope, Some(aggs), sub);
+        b.aliases = &aliases;
+        b.bind(e)
     }
 }
 

@@ -124,6 +124,8 @@ pub struct Session {
     /// Tables written by the open transaction, with their index generation.
     written: HashMap<u32, u64>,
     interrupt: Option<Arc<AtomicBool>>,
+    /// The statement being run is `SET SESSION TRANSACTION ...`.
+    session_scope_set: bool,
 }
 
 fn isolation_name(i: Isolation) -> &'static str {
@@ -132,6 +134,28 @@ fn isolation_name(i: Isolation) -> &'static str {
         Isolation::SnapshotIsolation => "REPEATABLE-READ",
         Isolation::Serializable => "SERIALIZABLE",
     }
+}
+
+/// The tables a statement names, as (database if qualified, table); empty
+/// if it does not parse (executing it reports the syntax error). The
+/// server checks privileges against these.
+pub fn relations(sql: &str) -> Vec<(Option<String>, String)> {
+    let mut out = Vec::new();
+    let Ok(stmts) = parse(&normalize(sql)) else {
+        return out;
+    };
+    for s in &stmts {
+        let _ = ast::visit_relations(s, |name| {
+            let parts = ident_name(name);
+            match parts.as_slice() {
+                [t] => out.push((None, t.clone())),
+                [d, t] => out.push((Some(d.clone()), t.clone())),
+                _ => {}
+            }
+            std::ops::ControlFlow::<()>::Continue(())
+        });
+    }
+    out
 }
 
 /// Numbers the `?` placeholders of `sql` (`?1`, `?2`, ...) in text order.
@@ -196,6 +220,7 @@ impl Session {
             lock_wait: Duration::from_secs(50),
             written: HashMap::new(),
             interrupt: None,
+            session_scope_set: false,
         }
     }
 
@@ -276,7 +301,19 @@ impl Session {
         if let Some(out) = self.show_extra(sql)? {
             return Ok(out);
         }
-        let stmts = parse(&normalize(sql))?;
+        let normalized = normalize(sql);
+        // The parser drops SET SESSION TRANSACTION's scope; note it here.
+        let upper: String = normalized
+            .chars()
+            .take(40)
+            .collect::<String>()
+            .to_ascii_uppercase();
+        let words: Vec<&str> = upper.split_whitespace().collect();
+        self.session_scope_set = matches!(
+            words.as_slice(),
+            ["SET", "SESSION" | "LOCAL", "TRANSACTION", ..]
+        );
+        let stmts = parse(&normalized)?;
         match stmts.as_slice() {
             [s] => self.dispatch(s, &[]),
             [] => Err(Error::Syntax("Query was empty".into())),
@@ -574,7 +611,7 @@ impl Session {
             ast::Set::SetTransaction { modes, session, .. } => {
                 for m in modes {
                     if let ast::TransactionMode::IsolationLevel(l) = m {
-                        if *session {
+                        if *session || self.session_scope_set {
                             self.isolation = map_isolation(l);
                         } else {
                             self.next_isolation = Some(map_isolation(l));
@@ -585,7 +622,21 @@ impl Session {
             ast::Set::SetNames { .. } | ast::Set::SetNamesDefault {} => {}
             other => return Err(Error::Unsupported(other.to_string())),
         }
+        self.sync_vars();
         Ok(Output::affected(0))
+    }
+
+    /// Mirrors settings kept in fields into the variables `@@name` reads.
+    fn sync_vars(&mut self) {
+        for n in [
+            "autocommit",
+            "transaction_isolation",
+            "tx_isolation",
+            "innodb_lock_wait_timeout",
+        ] {
+            let v = self.variable(n);
+            self.facts.vars.insert(n.to_owned(), v);
+        }
     }
 
     fn eval_setting(&self, value: &ast::Expr, params: &[Datum]) -> Result<Datum> {
@@ -604,6 +655,7 @@ impl Session {
             facts: &self.facts,
             aggs: None,
             subquery: &sub,
+            aliases: &[],
         }
         .bind(value)?;
         let ex = Executor::new(self.cat(), &txn, params, None);

@@ -1,0 +1,185 @@
+//! `shale serve`: the MySQL-protocol server on a data directory.
+//!
+//! Start-up: open (or create) the database, open the account store and, on
+//! a new data directory, create `'root'@'localhost'` with the password from
+//! `--root-password` / `SHALE_ROOT_PASSWORD` or a generated one printed
+//! once; load or generate the TLS certificate; bind 127.0.0.1 on the port
+//! asked for (by default 3306, or the next free one up to 3326); print how
+//! to connect. SIGTERM or SIGINT shuts down: stop accepting, disconnect
+//! clients (their open transactions roll back), flush the memtables,
+//! close the database. kill -9 loses nothing committed (the WAL).
+
+use crate::CliError;
+use shale_server::accounts::AccountStore;
+use shale_server::mysql::conn::ConnConfig;
+use shale_server::server::{Server, ServerConfig};
+use shale_server::sql_backend::SqlBackend;
+use shaledb::Db;
+use std::io::Write;
+use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// The first port tried when none is given, and how many after it.
+const DEFAULT_PORT: u16 = 3306;
+const PORTS_TRIED: u16 = 21;
+
+/// `shale serve` options.
+#[derive(clap::Args, Debug)]
+pub struct ServeArgs {
+    /// Address to listen on. The default, 127.0.0.1, accepts local
+    /// clients only.
+    #[arg(long, default_value = "127.0.0.1")]
+    bind: IpAddr,
+    /// Port (default: 3306, or the next free one up to 3326).
+    #[arg(long)]
+    port: Option<u16>,
+    /// The root password of a new data directory (else
+    /// $SHALE_ROOT_PASSWORD, else generated and printed once). Ignored
+    /// once accounts exist.
+    #[arg(long, env = "SHALE_ROOT_PASSWORD", hide_env_values = true)]
+    root_password: Option<String>,
+    /// Write the generated root password to this file (mode 0600) as well.
+    #[arg(long)]
+    root_password_file: Option<PathBuf>,
+    /// Refuse clients that do not use TLS (error 3159).
+    #[arg(long)]
+    require_secure_transport: bool,
+    /// PEM certificate chain for TLS (default: a self-signed one generated
+    /// in the data directory).
+    #[arg(long, requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// PEM private key for --tls-cert.
+    #[arg(long, requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// Connections served at once; more get error 1040.
+    #[arg(long, default_value_t = 151)]
+    max_connections: usize,
+    /// Largest packet accepted from a client, in bytes.
+    #[arg(long, default_value_t = 64 << 20)]
+    max_allowed_packet: usize,
+    /// fsync every commit (power-loss safe); without it a commit reaches
+    /// the OS (kill -9 safe), as innodb_flush_log_at_trx_commit=2.
+    #[arg(long)]
+    sync_commits: bool,
+    /// Keep per-stage latency histograms (SHOW STATUS LIKE 'Stage_%').
+    #[arg(long)]
+    perf_hist: bool,
+}
+
+/// Runs the server until SIGTERM/SIGINT, then closes `db`.
+pub fn serve(db: Db, dir: &Path, args: ServeArgs) -> Result<(), CliError> {
+    let accounts = AccountStore::open(&db).map_err(|e| CliError::Input(e.to_string()))?;
+    let generated = args.root_password.is_none();
+    if let Some(pw) = accounts
+        .bootstrap_root(args.root_password.as_deref())
+        .map_err(|e| CliError::Input(e.to_string()))?
+    {
+        if generated {
+            eprintln!("created 'root'@'localhost' with the generated password: {pw}");
+            eprintln!(
+                "(printed once; change it with ALTER USER root@localhost IDENTIFIED BY '...')"
+            );
+            if let Some(path) = &args.root_password_file {
+                write_secret(path, &pw)?;
+            }
+        } else {
+            eprintln!("created 'root'@'localhost' with the given password");
+        }
+    }
+    let tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(c), Some(k)) => shale_server::tls::from_pem_files(c, k),
+        _ => shale_server::tls::load_or_create(dir),
+    }
+    .map_err(|e| CliError::Input(format!("TLS: {e}")))?;
+    let backend = Arc::new(
+        SqlBackend::open(db.clone(), accounts, args.sync_commits)
+            .map_err(|e| CliError::Input(e.to_string()))?,
+    );
+    let cfg = ServerConfig {
+        conn: ConnConfig {
+            max_allowed_packet: args.max_allowed_packet,
+            tls: Some(tls),
+            require_tls: args.require_secure_transport,
+            ..ConnConfig::default()
+        },
+        max_connections: args.max_connections,
+    };
+    let server = bind(args.bind, args.port, backend, cfg)?;
+    if args.perf_hist {
+        server
+            .shared()
+            .stats
+            .perf_hist
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+    let addr = server.local_addr()?;
+    let stop = server.shutdown_handle()?;
+    let mut signals = signal_hook::iterator::Signals::new([
+        signal_hook::consts::SIGTERM,
+        signal_hook::consts::SIGINT,
+    ])?;
+    let signal_thread = std::thread::spawn(move || {
+        if let Some(sig) = signals.forever().next() {
+            eprintln!("signal {sig}: shutting down");
+            stop.shutdown();
+        }
+    });
+    let host = match addr.ip() {
+        IpAddr::V4(v4) if v4.is_unspecified() => "127.0.0.1".to_owned(),
+        ip => ip.to_string(),
+    };
+    println!(
+        "ShaleDB {} serving {} on {addr} (MySQL protocol)",
+        env!("CARGO_PKG_VERSION"),
+        dir.display()
+    );
+    println!("connect: mariadb -h {host} -P {} -u root -p", addr.port());
+    std::io::stdout().flush()?;
+    server.run()?;
+    drop(signal_thread); // it ends with the process
+    db.flush()?;
+    db.close()?;
+    eprintln!("shut down cleanly");
+    Ok(())
+}
+
+/// Binds the asked port, or the first free one from 3306.
+fn bind(
+    ip: IpAddr,
+    port: Option<u16>,
+    backend: Arc<SqlBackend>,
+    cfg: ServerConfig,
+) -> Result<Server<SqlBackend>, CliError> {
+    if let Some(p) = port {
+        return Server::bind(SocketAddr::new(ip, p), backend, cfg)
+            .map_err(|e| CliError::Input(format!("cannot listen on {ip}:{p}: {e}")));
+    }
+    let mut last = None;
+    for p in DEFAULT_PORT..DEFAULT_PORT + PORTS_TRIED {
+        match Server::bind(SocketAddr::new(ip, p), backend.clone(), cfg.clone()) {
+            Ok(s) => return Ok(s),
+            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => last = Some(e),
+            Err(e) => return Err(CliError::Input(format!("cannot listen on {ip}:{p}: {e}"))),
+        }
+    }
+    Err(CliError::Input(format!(
+        "ports {DEFAULT_PORT}..{} are all in use ({}); pick one with --port",
+        DEFAULT_PORT + PORTS_TRIED - 1,
+        last.map_or_else(String::new, |e| e.to_string())
+    )))
+}
+
+/// Writes `secret` to a new file only its owner can read.
+fn write_secret(path: &Path, secret: &str) -> Result<(), CliError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(|e| CliError::Input(format!("{}: {e}", path.display())))?;
+    writeln!(f, "{secret}")?;
+    f.sync_all()?;
+    Ok(())
+}

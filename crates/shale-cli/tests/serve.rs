@@ -1,0 +1,264 @@
+//! `shale serve` as an operator runs it: started on a free loopback port,
+//! driven with the real `mariadb` client, stopped with SIGTERM or kill -9.
+#![allow(clippy::unwrap_used, clippy::indexing_slicing)] // a panic in a test is a failure
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+/// A running server and what it printed.
+struct Served {
+    child: Child,
+    port: u16,
+    /// stderr lines, as they come.
+    stderr: mpsc::Receiver<String>,
+}
+
+impl Served {
+    /// Starts `shale --db dir serve --port 0` and waits for its address.
+    fn start(dir: &Path, root_password: Option<&str>) -> Served {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_shale"));
+        c.arg("--db")
+            .arg(dir)
+            .args(["serve", "--port", "0"])
+            .env_remove("SHALE_ROOT_PASSWORD")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        if let Some(pw) = root_password {
+            c.env("SHALE_ROOT_PASSWORD", pw);
+        }
+        let mut child = c.spawn().unwrap();
+        let (err_tx, stderr) = mpsc::channel();
+        let err = child.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(err).lines().map_while(Result::ok) {
+                let _ = err_tx.send(line);
+            }
+        });
+        let (tx, rx) = mpsc::channel();
+        let out = child.stdout.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        let first = rx
+            .recv_timeout(Duration::from_secs(60))
+            .expect("the server did not say where it listens");
+        let addr = first
+            .split(" on ")
+            .nth(1)
+            .and_then(|s| s.split(' ').next())
+            .unwrap_or_else(|| panic!("unexpected first line: {first}"));
+        assert!(addr.starts_with("127.0.0.1:"), "bound to {addr}");
+        let port = addr.rsplit(':').next().unwrap().parse().unwrap();
+        let connect = rx.recv_timeout(Duration::from_secs(10)).unwrap();
+        assert!(
+            connect.starts_with("connect: mariadb -h 127.0.0.1 -P"),
+            "{connect}"
+        );
+        Served {
+            child,
+            port,
+            stderr,
+        }
+    }
+
+    /// Runs `sql` with the mariadb client in batch mode.
+    fn sql(&self, user: &str, password: &str, sql: &str) -> Output {
+        let mut child = Command::new("mariadb")
+            .args(["--no-defaults", "-h", "127.0.0.1", "-P"])
+            .arg(self.port.to_string())
+            .args(["--batch", "--connect-timeout=10", "-u", user])
+            .arg(format!("-p{password}"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("the mariadb client (scripts/install-deps.sh installs it)");
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(sql.as_bytes())
+            .unwrap();
+        child.wait_with_output().unwrap()
+    }
+
+    /// `sql` must succeed; its stdout.
+    fn ok(&self, user: &str, password: &str, sql: &str) -> String {
+        let out = self.sql(user, password, sql);
+        assert!(
+            out.status.success(),
+            "{sql}\nstderr: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// `sql` must fail; its stderr.
+    fn fails(&self, user: &str, password: &str, sql: &str) -> String {
+        let out = self.sql(user, password, sql);
+        assert!(!out.status.success(), "{sql} succeeded");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    }
+
+    fn signal(&self, sig: i32) {
+        let pid = i32::try_from(self.child.id()).unwrap();
+        // SAFETY: kill(2) on a child we own; no memory is touched.
+        assert_eq!(unsafe { libc::kill(pid, sig) }, 0);
+    }
+
+    /// SIGTERM, then the exit status and the rest of stderr.
+    fn terminate(mut self) -> (bool, Vec<String>) {
+        self.signal(libc::SIGTERM);
+        let status = wait_with_timeout(&mut self.child, Duration::from_secs(60));
+        (status, self.stderr.try_iter().collect())
+    }
+
+    fn kill9(mut self) {
+        self.signal(libc::SIGKILL);
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn wait_with_timeout(child: &mut Child, limit: Duration) -> bool {
+    let until = std::time::Instant::now() + limit;
+    loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            return s.success();
+        }
+        assert!(std::time::Instant::now() < until, "the server did not stop");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn tables_over_the_wire_survive_sigterm_and_kill9() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let s = Served::start(&data, Some("rootpw"));
+    s.ok(
+        "root",
+        "rootpw",
+        "CREATE DATABASE shop; USE shop; \
+         CREATE TABLE t (id INT PRIMARY KEY, name VARCHAR(20) NOT NULL); \
+         INSERT INTO t VALUES (1, 'one'), (2, 'two'), (3, 'three');",
+    );
+    assert_eq!(
+        s.ok(
+            "root",
+            "rootpw",
+            "SELECT id, name FROM shop.t WHERE id >= 2 ORDER BY id"
+        ),
+        "id\tname\n2\ttwo\n3\tthree\n"
+    );
+    let e = s.fails("root", "rootpw", "INSERT INTO shop.t VALUES (1, 'again')");
+    assert!(e.contains("ERROR 1062 (23000)"), "{e}");
+    let e = s.fails("root", "wrong", "SELECT 1");
+    assert!(e.contains("ERROR 1045 (28000)"), "{e}");
+    let (clean, stderr) = s.terminate();
+    assert!(clean, "SIGTERM exit: {stderr:?}");
+    assert!(
+        stderr.iter().any(|l| l.contains("shut down cleanly")),
+        "{stderr:?}"
+    );
+
+    // Restart: the rows are there; then commit one more, leave one
+    // uncommitted in an open transaction, and kill -9.
+    let s = Served::start(&data, None);
+    assert_eq!(
+        s.ok("root", "rootpw", "SELECT COUNT(*) FROM shop.t"),
+        "COUNT(*)\n3\n"
+    );
+    s.ok("root", "rootpw", "INSERT INTO shop.t VALUES (4, 'four')");
+    let mut open_txn = Command::new("mariadb")
+        .args(["--no-defaults", "-h", "127.0.0.1", "-P"])
+        .arg(s.port.to_string())
+        // --unbuffered: the client flushes each result at once (a pipe
+        // would otherwise hold it until exit).
+        .args(["-u", "root", "-prootpw", "--batch", "--unbuffered"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = open_txn.stdin.take().unwrap();
+    writeln!(
+        stdin,
+        "BEGIN; INSERT INTO shop.t VALUES (5, 'five'); SELECT 'inserted';"
+    )
+    .unwrap();
+    stdin.flush().unwrap();
+    let mut first = String::new();
+    BufReader::new(open_txn.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    s.kill9();
+    drop(stdin);
+    let _ = open_txn.wait();
+
+    let s = Served::start(&data, None);
+    assert_eq!(
+        s.ok("root", "rootpw", "SELECT id FROM shop.t ORDER BY id"),
+        "id\n1\n2\n3\n4\n"
+    );
+    let (clean, _) = s.terminate();
+    assert!(clean);
+}
+
+#[test]
+fn generated_root_password_and_grants() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let s = Served::start(&data, None);
+    let line = s
+        .stderr
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the generated password is printed");
+    let pw = line
+        .rsplit(": ")
+        .next()
+        .filter(|_| line.contains("generated password"))
+        .unwrap_or_else(|| panic!("unexpected line: {line}"))
+        .to_owned();
+    assert_eq!(pw.len(), 20);
+    // No password, or an empty one, never gets in.
+    assert!(s.fails("root", "", "SELECT 1").contains("1045"));
+    s.ok(
+        "root",
+        &pw,
+        "CREATE DATABASE shop; CREATE TABLE shop.t (id INT PRIMARY KEY); \
+         INSERT INTO shop.t VALUES (7); \
+         CREATE USER 'app'@'%' IDENTIFIED BY 'apppw'; \
+         GRANT SELECT ON shop.* TO 'app'@'%';",
+    );
+    assert_eq!(s.ok("app", "apppw", "SELECT id FROM shop.t"), "id\n7\n");
+    let e = s.fails("app", "apppw", "USE shop; INSERT INTO t VALUES (8)");
+    assert!(e.contains("ERROR 1142 (42000)"), "{e}");
+    assert_eq!(
+        s.ok("app", "apppw", "SHOW GRANTS"),
+        "Grants for app@%\nGRANT USAGE ON *.* TO `app`@`%`\nGRANT SELECT ON `shop`.* TO `app`@`%`\n"
+    );
+    s.ok("root", &pw, "REVOKE SELECT ON shop.* FROM 'app'@'%'");
+    let e = s.fails("app", "apppw", "SELECT id FROM shop.t");
+    assert!(e.contains("ERROR 1142"), "{e}");
+    let (clean, _) = s.terminate();
+    assert!(clean);
+    // A second start creates no new root and prints no password.
+    let s = Served::start(&data, None);
+    assert_eq!(s.ok("root", &pw, "SELECT 1 AS x"), "x\n1\n");
+    let (clean, stderr) = s.terminate();
+    assert!(clean);
+    assert!(!stderr.iter().any(|l| l.contains("password")), "{stderr:?}");
+}

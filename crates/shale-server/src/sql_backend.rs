@@ -1,0 +1,416 @@
+//! The SQL layer (`shale-sql`) behind the MySQL protocol.
+//!
+//! A statement from a client goes: split at `;` ([`admin::lex`]) ->
+//! server-level statements ([`admin::run`]: accounts, process list,
+//! status) -> privilege check ([`admin::check_privilege`]) -> the SQL
+//! session. Replies are translated here: the SQL layer's column metadata
+//! and values become protocol [`Column`]s and [`Value`]s, its errors
+//! [`SqlError`]s with the same code and SQLSTATE.
+//!
+//! The account is read once at login and again only after the account
+//! store changed (its generation moved), so a `REVOKE` applies to every
+//! session's next statement without a store read per statement.
+
+use crate::accounts::{Account, AccountError, AccountStore};
+use crate::admin::{self, AdminContext};
+use crate::backend::{
+    Backend, Column, ConnInfo, DateTime, Prepared, Reply, Session, SqlError, Value,
+};
+use crate::mysql::auth::Credentials;
+use crate::mysql::consts::{charset, colflag, ColumnType};
+use shale_sql::{ColumnMeta, Datum, Output, SqlType};
+use std::collections::HashMap;
+
+/// The database behind `shale serve`.
+pub struct SqlBackend {
+    sql: shale_sql::Database,
+    accounts: AccountStore,
+}
+
+/// Why the backend could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum BackendError {
+    #[error("SQL layer: {0}")]
+    Sql(#[from] shale_sql::Error),
+    #[error("accounts: {0}")]
+    Accounts(#[from] AccountError),
+}
+
+impl SqlBackend {
+    /// The SQL layer over `db`; commits are fsynced when `sync_commits`.
+    pub fn open(
+        db: shaledb::Db,
+        accounts: AccountStore,
+        sync_commits: bool,
+    ) -> Result<Self, BackendError> {
+        let sql = shale_sql::Database::open(db)?;
+        sql.set_sync_commits(sync_commits);
+        Ok(SqlBackend { sql, accounts })
+    }
+}
+
+impl Backend for SqlBackend {
+    type Session = SqlSession;
+
+    fn credentials(&self, user: &str, host: &str) -> Option<Credentials> {
+        match self.accounts.find(user, host) {
+            Ok(a) => a.map(|a| a.credentials),
+            Err(e) => {
+                // A damaged account record never logs anyone in.
+                tracing::error!(user, host, error = %e, "account lookup failed");
+                None
+            }
+        }
+    }
+
+    fn open_session(&self, info: &ConnInfo) -> Result<SqlSession, SqlError> {
+        let generation = self.accounts.generation();
+        let account = self
+            .accounts
+            .find(&info.user, &info.host)
+            .map_err(internal)?
+            .ok_or_else(|| {
+                SqlError::new(
+                    1045,
+                    *b"28000",
+                    format!("Access denied for user '{}'", info.user),
+                )
+            })?;
+        let mut inner = self.sql.session();
+        if let Some(db) = &info.database {
+            inner.set_database(db).map_err(convert_error)?;
+        }
+        if let Some(flag) = info.shared.processes.interrupt_flag(info.id) {
+            inner.set_interrupt_flag(flag);
+        }
+        Ok(SqlSession {
+            inner,
+            info: info.clone(),
+            accounts: self.accounts.clone(),
+            account,
+            generation,
+            statements: HashMap::new(),
+        })
+    }
+}
+
+/// One connection's session.
+pub struct SqlSession {
+    inner: shale_sql::Session,
+    info: ConnInfo,
+    accounts: AccountStore,
+    /// The logged-in account as of `generation`.
+    account: Account,
+    generation: u64,
+    statements: HashMap<u32, (shale_sql::PreparedStatement, String)>,
+}
+
+impl SqlSession {
+    /// The account, re-read if any account changed since it was read.
+    fn refresh_account(&mut self) -> Result<(), SqlError> {
+        let now = self.accounts.generation();
+        if now != self.generation {
+            // Read the generation first: a change racing this read bumps
+            // it again, so it is picked up by the next statement.
+            self.account = self
+                .accounts
+                .find(&self.info.user, &self.info.host)
+                .map_err(internal)?
+                .ok_or_else(|| {
+                    SqlError::new(1045, *b"28000", "the account was dropped; reconnect")
+                })?;
+            self.generation = now;
+        }
+        Ok(())
+    }
+
+    fn one(&mut self, stmt: &str) -> Result<Reply, SqlError> {
+        self.refresh_account()?;
+        let ctx = AdminContext {
+            info: &self.info,
+            accounts: &self.accounts,
+            account: &self.account,
+        };
+        if let Some(r) = admin::run(stmt, &ctx) {
+            return r;
+        }
+        admin::check_privilege_on(
+            stmt,
+            &self.account,
+            self.inner.current_database(),
+            &shale_sql::relations(stmt),
+        )?;
+        let out = self.inner.execute(stmt).map_err(convert_error)?;
+        if let Some(db) = self.inner.current_database() {
+            self.info.shared.processes.set_db(self.info.id, Some(db));
+        }
+        Ok(convert_output(out))
+    }
+}
+
+impl Session for SqlSession {
+    fn query(&mut self, sql: &str) -> Vec<Result<Reply, SqlError>> {
+        let mut out = Vec::new();
+        let stmts = admin::lex::split_statements(sql);
+        if stmts.is_empty() {
+            out.push(Err(SqlError::new(1065, *b"42000", "Query was empty")));
+        }
+        for stmt in stmts {
+            let r = self.one(stmt);
+            let failed = r.is_err();
+            out.push(r);
+            if failed {
+                break;
+            }
+        }
+        out
+    }
+
+    fn set_database(&mut self, db: &str) -> Result<(), SqlError> {
+        self.inner.set_database(db).map_err(convert_error)
+    }
+
+    fn in_transaction(&self) -> bool {
+        self.inner.in_transaction()
+    }
+
+    fn autocommit(&self) -> bool {
+        self.inner.autocommit()
+    }
+
+    fn reset(&mut self) -> Result<(), SqlError> {
+        self.statements.clear();
+        self.inner.reset();
+        Ok(())
+    }
+
+    fn prepare(&mut self, id: u32, sql: &str) -> Result<Prepared, SqlError> {
+        self.refresh_account()?;
+        admin::check_privilege_on(
+            sql,
+            &self.account,
+            self.inner.current_database(),
+            &shale_sql::relations(sql),
+        )?;
+        let p = self.inner.prepare(sql).map_err(convert_error)?;
+        let prepared = Prepared {
+            params: u16::try_from(p.param_count()).map_err(|_| {
+                SqlError::new(
+                    1390,
+                    *b"HY000",
+                    "Prepared statement contains too many placeholders",
+                )
+            })?,
+            columns: p.columns().iter().map(convert_column).collect(),
+        };
+        self.statements.insert(id, (p, sql.to_owned()));
+        Ok(prepared)
+    }
+
+    fn execute(&mut self, id: u32, params: &[Value]) -> Result<Reply, SqlError> {
+        self.refresh_account()?;
+        let (stmt, text) = self.statements.get(&id).ok_or_else(|| {
+            SqlError::new(
+                1243,
+                *b"HY000",
+                format!("Unknown prepared statement handler ({id}) given to mysqld_stmt_execute"),
+            )
+        })?;
+        admin::check_privilege_on(
+            text,
+            &self.account,
+            self.inner.current_database(),
+            &shale_sql::relations(text),
+        )?;
+        let params: Vec<Datum> = params.iter().map(to_datum).collect();
+        let stmt = stmt.clone();
+        let out = self
+            .inner
+            .execute_prepared(&stmt, &params)
+            .map_err(convert_error)?;
+        Ok(convert_output(out))
+    }
+
+    fn close_statement(&mut self, id: u32) {
+        self.statements.remove(&id);
+    }
+
+    fn field_list(&mut self, table: &str) -> Result<Vec<Column>, SqlError> {
+        let cols = self.inner.table_columns(table).map_err(convert_error)?;
+        Ok(cols.iter().map(convert_column).collect())
+    }
+}
+
+fn internal(e: AccountError) -> SqlError {
+    SqlError::new(1105, *b"HY000", e.to_string())
+}
+
+fn convert_error(e: shale_sql::Error) -> SqlError {
+    let mut state = [b'H', b'Y', b'0', b'0', b'0'];
+    for (d, s) in state.iter_mut().zip(e.sqlstate().bytes()) {
+        *d = s;
+    }
+    SqlError::new(e.mysql_code(), state, e.to_string())
+}
+
+fn convert_output(out: Output) -> Reply {
+    match out {
+        Output::Affected {
+            rows,
+            last_insert_id,
+            warnings,
+        } => Reply::Ok {
+            affected_rows: rows,
+            last_insert_id,
+            warnings,
+            info: String::new(),
+        },
+        Output::Rows { columns, rows } => Reply::Rows {
+            columns: columns.iter().map(convert_column).collect(),
+            rows: rows
+                .into_iter()
+                .map(|r| r.into_iter().map(to_value).collect())
+                .collect(),
+        },
+    }
+}
+
+/// The protocol column definition of a SQL result column.
+fn convert_column(c: &ColumnMeta) -> Column {
+    let (col_type, length, decimals) = match &c.ty {
+        SqlType::Int { bytes, .. } => (
+            match bytes {
+                1 => ColumnType::Tiny,
+                2 => ColumnType::Short,
+                3 => ColumnType::Int24,
+                4 => ColumnType::Long,
+                _ => ColumnType::LongLong,
+            },
+            u32::from(*bytes) * 3 + 1,
+            0,
+        ),
+        SqlType::Float => (ColumnType::Float, 12, 31),
+        SqlType::Double => (ColumnType::Double, 22, 31),
+        SqlType::Decimal { precision, scale } => {
+            (ColumnType::NewDecimal, u32::from(*precision) + 2, *scale)
+        }
+        SqlType::Char(n) | SqlType::Binary(n) => (ColumnType::String, n.saturating_mul(4), 0),
+        SqlType::VarChar(n) | SqlType::VarBinary(n) => {
+            (ColumnType::VarString, n.saturating_mul(4), 0)
+        }
+        SqlType::Text(n) | SqlType::Blob(n) => (ColumnType::Blob, *n, 0),
+        SqlType::Date => (ColumnType::Date, 10, 0),
+        SqlType::DateTime => (ColumnType::DateTime, 26, 6),
+        SqlType::Timestamp => (ColumnType::Timestamp, 26, 6),
+    };
+    let mut flags = 0;
+    if !c.nullable {
+        flags |= colflag::NOT_NULL;
+    }
+    if c.primary_key {
+        flags |= colflag::PRI_KEY;
+    }
+    if c.auto_increment {
+        flags |= colflag::AUTO_INCREMENT;
+    }
+    if matches!(c.ty, SqlType::Int { unsigned: true, .. }) {
+        flags |= colflag::UNSIGNED;
+    }
+    if matches!(
+        c.ty,
+        SqlType::Int { .. } | SqlType::Float | SqlType::Double | SqlType::Decimal { .. }
+    ) {
+        flags |= colflag::NUM;
+    }
+    let binary = matches!(
+        c.ty,
+        SqlType::Binary(_) | SqlType::VarBinary(_) | SqlType::Blob(_)
+    );
+    if binary {
+        flags |= colflag::BINARY;
+    }
+    if matches!(c.ty, SqlType::Text(_) | SqlType::Blob(_)) {
+        flags |= colflag::BLOB;
+    }
+    Column {
+        schema: c.db.clone(),
+        table: c.table.clone(),
+        org_table: c.org_table.clone(),
+        name: c.name.clone(),
+        org_name: c.org_name.clone(),
+        charset: if c.ty.is_text() {
+            charset::UTF8MB4_BIN
+        } else {
+            charset::BINARY
+        },
+        length,
+        col_type,
+        flags,
+        decimals,
+    }
+}
+
+fn protocol_datetime(d: &shale_sql::DateTime) -> DateTime {
+    DateTime {
+        year: d.year,
+        month: d.month,
+        day: d.day,
+        hour: d.hour,
+        minute: d.minute,
+        second: d.second,
+        micros: d.micros,
+    }
+}
+
+/// A SQL value as the protocol sends it.
+fn to_value(d: Datum) -> Value {
+    match d {
+        Datum::Null => Value::Null,
+        Datum::Int(v) => Value::Int(v),
+        Datum::UInt(v) => Value::UInt(v),
+        Datum::Double(v) => Value::Double(v),
+        Datum::Decimal(v) => Value::Decimal(v.to_string()),
+        Datum::Bytes(b) => Value::Bytes(b),
+        Datum::Date(d) => Value::Date(protocol_datetime(&d)),
+        Datum::DateTime(d) => Value::DateTime(protocol_datetime(&d)),
+    }
+}
+
+/// A statement parameter as the SQL layer takes it.
+fn to_datum(v: &Value) -> Datum {
+    match v {
+        Value::Null => Datum::Null,
+        Value::Int(n) => Datum::Int(*n),
+        Value::UInt(n) => Datum::UInt(*n),
+        Value::Float(f) => Datum::Double(f64::from(*f)),
+        Value::Double(f) => Datum::Double(*f),
+        Value::Decimal(s) => {
+            shale_sql::Decimal::parse(s).map_or_else(|| Datum::text(s), Datum::Decimal)
+        }
+        Value::Bytes(b) => Datum::Bytes(b.clone()),
+        Value::Date(d) | Value::DateTime(d) => {
+            let dt = shale_sql::DateTime {
+                year: d.year,
+                month: d.month,
+                day: d.day,
+                hour: d.hour,
+                minute: d.minute,
+                second: d.second,
+                micros: d.micros,
+            };
+            if matches!(v, Value::Date(_)) {
+                Datum::Date(dt)
+            } else {
+                Datum::DateTime(dt)
+            }
+        }
+        Value::Time(t) => {
+            let sign = if t.negative { "-" } else { "" };
+            let hours = t.days * 24 + u32::from(t.hour);
+            Datum::text(&format!(
+                "{sign}{hours:02}:{:02}:{:02}.{:06}",
+                t.minute, t.second, t.micros
+            ))
+        }
+    }
+}
