@@ -32,6 +32,7 @@
 
 mod access;
 mod catalog;
+mod check;
 mod ddl;
 mod dml;
 mod error;

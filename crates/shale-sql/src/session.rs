@@ -949,6 +949,63 @@ impl Session {
                 };
                 Ok(Some(show::indexes(&def)))
             }
+            ["CHECK", "TABLE", ..] => {
+                let raw = sql.trim().trim_end_matches(';');
+                let list = raw
+                    .get(raw.to_ascii_uppercase().find("TABLE").map_or(0, |p| p + 5)..)
+                    .unwrap_or_default();
+                let mut rows = Vec::new();
+                for name in list
+                    .split(',')
+                    .map(|n| n.trim().trim_matches('`'))
+                    .filter(|n| !n.is_empty())
+                {
+                    let (db, table) = match name.split_once('.') {
+                        Some((d, t)) => (
+                            d.trim_matches('`').to_owned(),
+                            t.trim_matches('`').to_owned(),
+                        ),
+                        None => (
+                            self.current_database().ok_or(Error::NoDatabase)?.to_owned(),
+                            name.to_owned(),
+                        ),
+                    };
+                    let qualified = format!("{db}.{table}");
+                    let op = Datum::text("check");
+                    match self.cat().table(&db, &table) {
+                        Err(e) => rows.push(vec![
+                            Datum::text(&qualified),
+                            op.clone(),
+                            Datum::text("Error"),
+                            Datum::text(&e.to_string()),
+                        ]),
+                        Ok(def) => {
+                            let _schema = self.shared.catalog.schema.read();
+                            let problems = crate::check::check_table(self.cat(), &def)?;
+                            if problems.is_empty() {
+                                rows.push(vec![
+                                    Datum::text(&qualified),
+                                    op.clone(),
+                                    Datum::text("status"),
+                                    Datum::text("OK"),
+                                ]);
+                            }
+                            for p in problems {
+                                rows.push(vec![
+                                    Datum::text(&qualified),
+                                    op.clone(),
+                                    Datum::text("error"),
+                                    Datum::text(&p),
+                                ]);
+                            }
+                        }
+                    }
+                }
+                Ok(Some(Output::text_rows(
+                    &["Table", "Op", "Msg_type", "Msg_text"],
+                    rows,
+                )))
+            }
             ["SHOW", "WARNINGS" | "ERRORS", ..] => Ok(Some(Output::text_rows(
                 &["Level", "Code", "Message"],
                 Vec::new(),
