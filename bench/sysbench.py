@@ -1,0 +1,233 @@
+#!/usr/bin/env python3
+"""sysbench OLTP against ShaleDB (`shale serve`), MariaDB InnoDB and MariaDB MyRocks, one run.
+
+Installs what is missing (mariadb-server, mariadb-plugin-rocksdb, sysbench; apt-get as root),
+builds `shale` in release mode, then for each server: starts it on 127.0.0.1 with its data in a
+fresh temp directory, creates the sbtest database and user, `prepare`s the tables, runs each
+oltp_* script for --time seconds at each --threads value, and stops it. The same durability
+everywhere by default: a commit reaches the OS but is not fsynced
+(innodb_flush_log_at_trx_commit=2, rocksdb_flush_log_at_trx_commit=2, ShaleDB without
+--sync-commits); --sync fsyncs every commit on all three.
+
+Prints one row per (script, threads): tps, qps and p95 latency of each server and the ratios
+ShaleDB / InnoDB and ShaleDB / MyRocks; writes JSON under bench/results/.
+
+  bench/sysbench.py --quick                      # 1 table x 10k rows, 10 s, 4 threads
+  bench/sysbench.py --tables 10 --table-size 100000 --threads 64 --time 60
+  bench/sysbench.py --servers shale --scripts oltp_point_select --threads 1,16
+
+Python 3 standard library only. See docs/benchmarks.md.
+"""
+
+import argparse
+import datetime
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SCRIPTS = ["oltp_point_select", "oltp_read_only", "oltp_read_write", "oltp_write_only",
+           "oltp_insert", "oltp_update_index", "oltp_update_non_index", "oltp_delete",
+           "select_random_points", "select_random_ranges"]
+USER, PASSWORD, DBNAME = "sbtest", "sbtest", "sbtest"
+
+
+def sh(cmd, **kw):
+    return subprocess.run(cmd, check=True, text=True, capture_output=True, **kw)
+
+
+def need_packages():
+    missing = [p for p, exe in [("mariadb-server", "mariadbd"), ("sysbench", "sysbench"),
+                                ("mariadb-client", "mariadb")] if not shutil.which(exe)]
+    if not os.path.exists("/usr/lib/x86_64-linux-gnu/mariadb19/plugin/ha_rocksdb.so") and \
+            not any(os.path.exists(os.path.join(d, "ha_rocksdb.so"))
+                    for d in ["/usr/lib/mysql/plugin", "/usr/lib/mariadb/plugin"]):
+        missing.append("mariadb-plugin-rocksdb")
+    if missing:
+        if os.geteuid() != 0:
+            sys.exit(f"missing packages: {' '.join(missing)}")
+        env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+        subprocess.run(["apt-get", "update", "-qq"], check=True, env=env)
+        subprocess.run(["apt-get", "install", "-y", "-qq"] + missing, check=True, env=env)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_port(port, proc, limit=120):
+    until = time.time() + limit
+    while time.time() < until:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited with {proc.returncode}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.2)
+    raise RuntimeError("server did not start")
+
+
+def mariadb_cli(port, user, password, sql):
+    return sh(["mariadb", "--no-defaults", "-h", "127.0.0.1", "-P", str(port), "-u", user,
+               f"-p{password}", "-e", sql])
+
+
+class Shale:
+    name = "shale"
+
+    def __init__(self, tmp, sync):
+        self.dir, self.sync = os.path.join(tmp, "shale"), sync
+
+    def start(self):
+        self.port = free_port()
+        args = [os.path.join(REPO, "target", "release", "shale"), "--db", self.dir, "serve",
+                "--port", str(self.port)]
+        if self.sync:
+            args.append("--sync-commits")
+        self.proc = subprocess.Popen(args, env=dict(os.environ, SHALE_ROOT_PASSWORD="rootpw"),
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_port(self.port, self.proc)
+        mariadb_cli(self.port, "root", "rootpw",
+                    f"CREATE DATABASE IF NOT EXISTS {DBNAME}; "
+                    f"CREATE USER IF NOT EXISTS '{USER}'@'%' IDENTIFIED BY '{PASSWORD}'; "
+                    f"GRANT ALL ON *.* TO '{USER}'@'%'")
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGTERM)
+        self.proc.wait(timeout=120)
+
+
+class Maria:
+    def __init__(self, tmp, sync, engine):
+        self.name = "innodb" if engine == "innodb" else "myrocks"
+        self.engine, self.sync = engine, sync
+        self.dir = os.path.join(tmp, self.name)
+
+    def start(self):
+        self.port = free_port()
+        data = os.path.join(self.dir, "data")
+        os.makedirs(data, exist_ok=True)
+        sh(["mariadb-install-db", "--no-defaults", "--user=root", f"--datadir={data}",
+            "--auth-root-authentication-method=normal", "--skip-test-db"])
+        flush = "1" if self.sync else "2"
+        args = ["mariadbd", "--no-defaults", "--user=root", f"--datadir={data}",
+                f"--socket={self.dir}/s.sock", f"--port={self.port}", "--bind-address=127.0.0.1",
+                f"--pid-file={self.dir}/pid", f"--log-error={self.dir}/err.log",
+                "--innodb-buffer-pool-size=1G", "--max-connections=2000",
+                f"--innodb-flush-log-at-trx-commit={flush}"]
+        if self.engine == "rocksdb":
+            args += ["--plugin-load-add=ha_rocksdb.so", "--rocksdb-block-cache-size=1G",
+                     f"--rocksdb-flush-log-at-trx-commit={flush}"]
+        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_port(self.port, self.proc)
+        sh(["mariadb", "--no-defaults", f"--socket={self.dir}/s.sock", "-uroot", "-e",
+            f"CREATE DATABASE {DBNAME}; CREATE USER '{USER}'@'127.0.0.1' IDENTIFIED BY "
+            f"'{PASSWORD}'; GRANT ALL ON *.* TO '{USER}'@'127.0.0.1'"])
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGTERM)
+        self.proc.wait(timeout=300)
+
+
+def sysbench(server, script, phase, args, threads=1):
+    cmd = ["sysbench", "--db-driver=mysql", "--mysql-host=127.0.0.1",
+           f"--mysql-port={server.port}", f"--mysql-user={USER}", f"--mysql-password={PASSWORD}",
+           f"--mysql-db={DBNAME}", f"--tables={args.tables}", f"--table-size={args.table_size}",
+           f"--threads={threads}", f"--time={args.time}", "--report-interval=0",
+           "--percentile=95", "--db-ps-mode=auto"]
+    if getattr(server, "engine", None) == "rocksdb":
+        cmd.append("--mysql_storage_engine=rocksdb")
+    cmd += [script, phase]
+    r = subprocess.run(cmd, text=True, capture_output=True, timeout=args.time * 4 + 1800)
+    if r.returncode != 0:
+        raise RuntimeError(f"{server.name} {script} {phase}: {r.stdout[-2000:]} {r.stderr[-2000:]}")
+    return r.stdout
+
+
+def parse(out):
+    def grab(pat):
+        m = re.search(pat, out)
+        return float(m.group(1)) if m else None
+    return {"tps": grab(r"transactions:\s+\d+\s+\(([\d.]+) per sec"),
+            "qps": grab(r"queries:\s+\d+\s+\(([\d.]+) per sec"),
+            "p95_ms": grab(r"95th percentile:\s+([\d.]+)"),
+            "errors": grab(r"ignored errors:\s+(\d+)")}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--servers", default="shale,innodb,myrocks")
+    ap.add_argument("--scripts", default=",".join(SCRIPTS))
+    ap.add_argument("--threads", default="1,16")
+    ap.add_argument("--time", type=int, default=30)
+    ap.add_argument("--tables", type=int, default=10)
+    ap.add_argument("--table-size", type=int, default=100000)
+    ap.add_argument("--sync", action="store_true", help="fsync every commit on all servers")
+    ap.add_argument("--quick", action="store_true")
+    args = ap.parse_args()
+    if args.quick:
+        args.tables, args.table_size, args.time, args.threads = 1, 10000, 10, "4"
+    need_packages()
+    if "shale" in args.servers.split(","):
+        subprocess.run(["cargo", "build", "--release", "-p", "shale-cli"], cwd=REPO, check=True)
+    threads = [int(t) for t in args.threads.split(",")]
+    scripts = args.scripts.split(",")
+    tmp = tempfile.mkdtemp(prefix="shale-sysbench-")
+    results = {}
+    try:
+        for name in args.servers.split(","):
+            server = {"shale": lambda: Shale(tmp, args.sync),
+                      "innodb": lambda: Maria(tmp, args.sync, "innodb"),
+                      "myrocks": lambda: Maria(tmp, args.sync, "rocksdb")}[name]()
+            server.start()
+            try:
+                print(f"# {name}: prepare {args.tables} x {args.table_size}", flush=True)
+                t0 = time.time()
+                sysbench(server, "oltp_read_write", "prepare", args, threads=min(args.tables, 4))
+                results[(name, "prepare", 0)] = {"seconds": time.time() - t0}
+                for script in scripts:
+                    for t in threads:
+                        r = parse(sysbench(server, script, "run", args, threads=t))
+                        results[(name, script, t)] = r
+                        print(f"{name:8} {script:24} {t:3} thr  tps {r['tps']}  qps {r['qps']}  "
+                              f"p95 {r['p95_ms']} ms  errors {r['errors']}", flush=True)
+            finally:
+                server.stop()
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    names = args.servers.split(",")
+    print("\n| script | thr | " + " | ".join(f"{n} qps (p95 ms)" for n in names) +
+          " | shale/innodb | shale/myrocks |")
+    print("|---|---|" + "---|" * (len(names) + 2))
+    for script in scripts:
+        for t in threads:
+            cells, qps = [], {}
+            for n in names:
+                r = results.get((n, script, t), {})
+                qps[n] = r.get("qps")
+                cells.append(f"{r.get('qps')} ({r.get('p95_ms')})")
+            ratio = lambda a, b: f"{qps[a] / qps[b]:.2f}" if qps.get(a) and qps.get(b) else "-"
+            print(f"| {script} | {t} | " + " | ".join(cells) +
+                  f" | {ratio('shale', 'innodb')} | {ratio('shale', 'myrocks')} |")
+    os.makedirs(os.path.join(REPO, "bench", "results"), exist_ok=True)
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    path = os.path.join(REPO, "bench", "results", f"sysbench-{stamp}.json")
+    with open(path, "w") as f:
+        json.dump({"args": vars(args), "results": [
+            {"server": k[0], "script": k[1], "threads": k[2], **v} for k, v in results.items()]},
+            f, indent=1)
+    print(f"\nsaved {path}")
+
+
+if __name__ == "__main__":
+    main()
