@@ -102,7 +102,15 @@ pub struct SqlSession {
     /// The logged-in account as of `generation`.
     account: Account,
     generation: u64,
-    statements: HashMap<u32, (shale_sql::PreparedStatement, String)>,
+    statements: HashMap<u32, PreparedEntry>,
+}
+
+/// A prepared statement of a session, with the last successful privilege
+/// check: (account generation, current database) it held for.
+struct PreparedEntry {
+    stmt: shale_sql::PreparedStatement,
+    text: String,
+    checked: Option<(u64, Option<String>)>,
 }
 
 impl SqlSession {
@@ -203,27 +211,42 @@ impl Session for SqlSession {
             })?,
             columns: p.columns().iter().map(convert_column).collect(),
         };
-        self.statements.insert(id, (p, sql.to_owned()));
+        self.statements.insert(
+            id,
+            PreparedEntry {
+                stmt: p,
+                text: sql.to_owned(),
+                checked: None,
+            },
+        );
         Ok(prepared)
     }
 
     fn execute(&mut self, id: u32, params: &[Value]) -> Result<Reply, SqlError> {
         self.refresh_account()?;
-        let (stmt, text) = self.statements.get(&id).ok_or_else(|| {
+        let generation = self.generation;
+        let db = self.inner.current_database().map(str::to_owned);
+        let entry = self.statements.get_mut(&id).ok_or_else(|| {
             SqlError::new(
                 1243,
                 *b"HY000",
                 format!("Unknown prepared statement handler ({id}) given to mysqld_stmt_execute"),
             )
         })?;
-        admin::check_privilege_on(
-            text,
-            &self.account,
-            self.inner.current_database(),
-            &shale_sql::relations(text),
-        )?;
+        // The privilege check depends only on the statement, the account
+        // (its generation) and the current database: once per change.
+        let key = (generation, db);
+        if entry.checked.as_ref() != Some(&key) {
+            admin::check_privilege_on(
+                &entry.text,
+                &self.account,
+                key.1.as_deref(),
+                entry.stmt.relations(),
+            )?;
+            entry.checked = Some(key);
+        }
         let params: Vec<Datum> = params.iter().map(to_datum).collect();
-        let stmt = stmt.clone();
+        let stmt = entry.stmt.clone();
         let out = self
             .inner
             .execute_prepared(&stmt, &params)

@@ -93,7 +93,8 @@ impl Shared {
 pub struct PreparedStatement {
     stmt: Arc<Statement>,
     params: usize,
-    columns: Vec<ColumnMeta>,
+    columns: Arc<Vec<ColumnMeta>>,
+    relations: Arc<Vec<(Option<String>, String)>>,
 }
 
 impl PreparedStatement {
@@ -105,6 +106,12 @@ impl PreparedStatement {
     /// The result columns (empty for statements without a result set).
     pub fn columns(&self) -> &[ColumnMeta] {
         &self.columns
+    }
+
+    /// The tables the statement names, as [`relations`] gives them
+    /// (computed once, at prepare time).
+    pub fn relations(&self) -> &[(Option<String>, String)] {
+        &self.relations
     }
 }
 
@@ -140,11 +147,15 @@ fn isolation_name(i: Isolation) -> &'static str {
 /// if it does not parse (executing it reports the syntax error). The
 /// server checks privileges against these.
 pub fn relations(sql: &str) -> Vec<(Option<String>, String)> {
+    match parse(&normalize(sql)) {
+        Ok(stmts) => relations_of(&stmts),
+        Err(_) => Vec::new(),
+    }
+}
+
+fn relations_of(stmts: &[Statement]) -> Vec<(Option<String>, String)> {
     let mut out = Vec::new();
-    let Ok(stmts) = parse(&normalize(sql)) else {
-        return out;
-    };
-    for s in &stmts {
+    for s in stmts {
         let _ = ast::visit_relations(s, |name| {
             let parts = ident_name(name);
             match parts.as_slice() {
@@ -360,10 +371,12 @@ impl Session {
             }
             _ => Vec::new(),
         };
+        let relations = Arc::new(relations_of(std::slice::from_ref(&stmt)));
         Ok(PreparedStatement {
             stmt: Arc::new(stmt),
             params,
-            columns,
+            columns: Arc::new(columns),
+            relations,
         })
     }
 
