@@ -42,6 +42,7 @@
 // The public API (what `include/` is to LevelDB): everything a user names is
 // re-exported below; the layers themselves are private to the crate, so they
 // can change without breaking users.
+mod blob;
 mod cache;
 mod compaction;
 mod db;
@@ -57,6 +58,7 @@ mod version;
 mod wal;
 mod write_batch;
 
+pub use blob::BlobGcStats;
 pub use db::{CfId, Db, DbIterator, Options, ReadOptions, Snapshot, WriteOptions};
 pub use error::{Error, Result};
 pub use extent::CompressionType;

@@ -71,6 +71,12 @@ pub struct Options {
     /// stay under it (see `db/replay_budget.rs`). 0 (the default) derives it:
     /// `write_buffer_size * max_write_buffer_number`. Otherwise at least 1 MiB.
     pub recovery_memory_limit: usize,
+    /// Key-value separation (docs/format-blob.md): a put whose value has at
+    /// least this many bytes stores the value once in a value file and only
+    /// a 24-byte reference in the WAL and the LSM. 0 (the default) = off.
+    pub min_blob_size: usize,
+    /// Bytes after which a value file is sealed and a new one started.
+    pub blob_file_size: u64,
 }
 
 impl Default for Options {
@@ -105,6 +111,8 @@ impl Default for Options {
             background_threads: true,
             recovery_threads: default_recovery_threads(),
             recovery_memory_limit: 0,
+            min_blob_size: 0,
+            blob_file_size: 256 << 20,
         }
     }
 }
@@ -117,6 +125,8 @@ impl std::fmt::Debug for Options {
             .field("num_levels", &self.num_levels)
             .field("recovery_threads", &self.recovery_threads)
             .field("recovery_memory_limit", &self.recovery_memory_limit)
+            .field("min_blob_size", &self.min_blob_size)
+            .field("blob_file_size", &self.blob_file_size)
             .finish_non_exhaustive()
     }
 }
@@ -148,6 +158,9 @@ impl Options {
         }
         if !(1024..=1 << 20).contains(&self.block_size) {
             return Err(bad("block_size", "must be between 1 KiB and 1 MiB"));
+        }
+        if self.min_blob_size > 0 && self.blob_file_size < 64 << 10 {
+            return Err(bad("blob_file_size", "must be at least 64 KiB"));
         }
         if self.block_restart_interval == 0 {
             return Err(bad("block_restart_interval", "must be at least 1"));

@@ -11,6 +11,7 @@
 
 use super::options::WriteOptions;
 use super::{background, DbInner, WalState};
+use crate::blob::gc::Repoint;
 use crate::error::{Error, Result};
 use crate::txn::marker::TxnMarker;
 use crate::txn::serializable::{self, GroupWrites, ReadCheck};
@@ -18,7 +19,7 @@ use crate::types::ValueKind;
 use crate::wal::LogWriter;
 use crate::write_batch::{BatchOp, WriteBatch};
 use parking_lot::{Condvar, Mutex};
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -34,6 +35,9 @@ struct Pending {
     /// A Serializable transaction's reads, validated by the leader right
     /// before the batch gets its sequence (`crate::txn::serializable`).
     check: Option<ReadCheck>,
+    /// Blob GC: the leader replaces `batch` by BlobIndex puts of the keys
+    /// that still point at the old record (`apply_repoints`).
+    repoint: Option<Vec<Repoint>>,
 }
 
 #[derive(Default)]
@@ -107,11 +111,32 @@ fn enqueue(inner: &Arc<DbInner>, wo: &WriteOptions, batch: WriteBatch) -> Result
     enqueue_checked(inner, wo, batch, None)
 }
 
+/// Entry point of blob GC's re-point write: a synced write of BlobIndex
+/// puts, each made only if its key still points at the old record.
+pub(crate) fn write_repoints(inner: &Arc<DbInner>, repoints: Vec<Repoint>) -> Result<()> {
+    inner.check_open()?;
+    let wo = WriteOptions {
+        sync: true,
+        ..WriteOptions::default()
+    };
+    enqueue_pending(inner, &wo, WriteBatch::new(), None, Some(repoints))
+}
+
 fn enqueue_checked(
     inner: &Arc<DbInner>,
     wo: &WriteOptions,
     batch: WriteBatch,
     check: Option<ReadCheck>,
+) -> Result<()> {
+    enqueue_pending(inner, wo, batch, check, None)
+}
+
+fn enqueue_pending(
+    inner: &Arc<DbInner>,
+    wo: &WriteOptions,
+    batch: WriteBatch,
+    check: Option<ReadCheck>,
+    repoint: Option<Vec<Repoint>>,
 ) -> Result<()> {
     let q = &inner.write;
     let mut qs = q.state.lock();
@@ -123,6 +148,7 @@ fn enqueue_checked(
         sync: wo.sync,
         disable_wal: wo.disable_wal,
         check,
+        repoint,
     });
     let mut polled = false;
     loop {
@@ -212,6 +238,11 @@ fn validate(inner: &DbInner, batch: &WriteBatch) -> Result<()> {
         let op = op.map_err(|e| Error::InvalidArgument(format!("malformed batch: {e}")))?;
         let cf = match op {
             BatchOp::Put { cf, .. } | BatchOp::Delete { cf, .. } => cf,
+            BatchOp::BlobIndex { .. } => {
+                return Err(Error::InvalidArgument(
+                    "a user write batch may not carry a BlobIndex op".into(),
+                ))
+            }
             BatchOp::RangeDelete { cf, begin, end } => {
                 if begin >= end {
                     return Err(Error::InvalidArgument(
@@ -246,6 +277,16 @@ fn lead_group(
     }
     make_room(inner, &mut wal)?;
     check_reads(inner, group, rejected)?;
+    apply_repoints(inner, group)?;
+    if let Some(blobs) = inner.blobs.as_ref().filter(|b| b.min_blob_size > 0) {
+        // Values first: the WAL records written below point into them
+        // (docs/architecture.md, crash argument).
+        let sync = group.iter().any(|p| p.sync);
+        if let Err(e) = blobs.separate(group.iter_mut().map(|p| &mut p.batch), sync) {
+            set_bg_error(inner, e.clone());
+            return Err(e);
+        }
+    }
     let first_seq = wal.last_sequence + 1;
     let mut seq = first_seq;
     let mut need_sync = false;
@@ -407,6 +448,48 @@ fn check_reads(
     Ok(())
 }
 
+/// Turns the re-point requests of blob GC in `group` into BlobIndex puts
+/// of the keys whose newest entry still is the old BlobIndex. Runs in the
+/// leader (holding `wal`, so no other group is being applied); a key also
+/// written by an earlier member of this group (or a cf with a range delete
+/// in it) is left alone, as that write is newer.
+fn apply_repoints(inner: &Arc<DbInner>, group: &mut [Pending]) -> Result<()> {
+    if group.iter().all(|p| p.repoint.is_none()) {
+        return Ok(());
+    }
+    let mut written: HashSet<(u32, Vec<u8>)> = HashSet::new();
+    let mut ranged: HashSet<u32> = HashSet::new();
+    for p in group.iter_mut() {
+        if let Some(reps) = p.repoint.take() {
+            let mut b = WriteBatch::new();
+            for r in reps {
+                if ranged.contains(&r.cf) || written.contains(&(r.cf, r.key.clone())) {
+                    continue;
+                }
+                let cur = super::read::latest_raw(inner, r.cf, &r.key)?;
+                if matches!(&cur, Some((ValueKind::BlobIndex, v)) if v.as_slice() == r.old) {
+                    b.put_blob_index_cf(r.cf, &r.key, &r.new);
+                }
+            }
+            if b.is_empty() {
+                p.disable_wal = true;
+            }
+            p.batch = b;
+        }
+        for op in p.batch.iter().map_while(|op| op.ok()) {
+            match op {
+                BatchOp::RangeDelete { cf, .. } => {
+                    ranged.insert(cf);
+                }
+                op => {
+                    written.insert((op.cf(), op.key().to_vec()));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
 fn log_group(writer: &mut LogWriter, group: &[Pending], sync: bool) -> Result<()> {
     for p in group.iter().filter(|p| !p.disable_wal) {
         writer.add_record(p.batch.data())?;
@@ -430,6 +513,7 @@ pub(crate) fn insert_batch<'a>(
         let op = op.map_err(|e| Error::InvalidArgument(format!("malformed batch: {e}")))?;
         let (cf, kind, key, value) = match op {
             BatchOp::Put { cf, key, value } => (cf, ValueKind::Put, key, value),
+            BatchOp::BlobIndex { cf, key, index } => (cf, ValueKind::BlobIndex, key, index),
             BatchOp::Delete { cf, key } => (cf, ValueKind::Delete, key, &[][..]),
             BatchOp::RangeDelete { cf, begin, end } => (cf, ValueKind::RangeDelete, begin, end),
         };
