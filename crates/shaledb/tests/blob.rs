@@ -427,3 +427,117 @@ proptest! {
         prop_assert_eq!(&collect(db.iter(&ReadOptions::default()).unwrap()), &want);
     }
 }
+
+// ---- kill -9 with a real child process (pattern of tests/two_phase_kill9.rs) ----
+
+const CHILD_ENV: &str = "SHALE_BLOB_CHILD_DIR";
+const START_ENV: &str = "SHALE_BLOB_CHILD_START";
+const KEYS: u64 = 400;
+
+fn kill9_opts() -> Options {
+    Options {
+        min_blob_size: 1024,
+        blob_file_size: 1 << 20,
+        write_buffer_size: 512 << 10,
+        ..Options::default()
+    }
+}
+
+/// Value of write `i`: large (4 KiB) for most, small for every fifth; its
+/// first 20 bytes name `i`, so the parent can tell which write it sees.
+fn kill9_value(i: u64) -> Vec<u8> {
+    let mut v = format!("{i:020}").into_bytes();
+    v.resize(if i.is_multiple_of(5) { 50 } else { 4096 }, (i % 251) as u8);
+    v
+}
+
+/// The child: writes until killed (keys overwritten round-robin, so GC
+/// has work), running value-file GC in a second thread.
+#[test]
+#[ignore = "run by kill9_every_acknowledged_write_survives as a child process"]
+fn child_writes_blobs() {
+    use std::io::Write;
+    let Ok(dir) = std::env::var(CHILD_ENV) else {
+        return;
+    };
+    let start: u64 = std::env::var(START_ENV).unwrap().parse().unwrap();
+    let db = Db::open(&dir, kill9_opts()).unwrap();
+    let gc_db = db.clone();
+    std::thread::spawn(move || loop {
+        gc_db.collect_blob_garbage(0.6).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(15));
+    });
+    let out = std::io::stdout();
+    for i in start.. {
+        db.put(&key(i % KEYS), &kill9_value(i)).unwrap();
+        writeln!(out.lock(), "A {i}").unwrap();
+    }
+}
+
+#[test]
+fn kill9_every_acknowledged_write_survives() {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+    use std::time::{Duration, Instant};
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("db");
+    // key -> newest acknowledged write.
+    let mut acked: BTreeMap<u64, u64> = BTreeMap::new();
+    let mut start = 0;
+    let began = Instant::now();
+    for cycle in 0..10u64 {
+        let mut child = Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "child_writes_blobs", "--ignored", "--nocapture"])
+            .env(CHILD_ENV, &dir)
+            .env(START_ENV, start.to_string())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let reader = std::thread::spawn(move || {
+            let mut last = None;
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if let Some(i) = line.strip_prefix("A ").and_then(|s| s.parse::<u64>().ok()) {
+                    last = Some(i);
+                }
+            }
+            last
+        });
+        std::thread::sleep(Duration::from_millis(400 + (cycle * 7919) % 600));
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+        let last = reader
+            .join()
+            .unwrap()
+            .expect("the child acknowledged writes");
+        for i in start..=last {
+            acked.insert(i % KEYS, i);
+        }
+        start = last + 1_000_000; // later writes are distinguishable from lost ones
+        let db = Db::open(&dir, kill9_opts()).unwrap();
+        let mut seen_now = Vec::new();
+        for (&k, &i) in &acked {
+            let v = db
+                .get(&key(k))
+                .unwrap_or_else(|e| panic!("cycle {cycle}, key {k}: {e}"))
+                .unwrap_or_else(|| panic!("cycle {cycle}: acknowledged write {i} of key {k} lost"));
+            let seen: u64 = std::str::from_utf8(&v[..20]).unwrap().parse().unwrap();
+            assert!(
+                seen >= i,
+                "cycle {cycle}, key {k}: write {i} acknowledged, {seen} read"
+            );
+            assert_eq!(
+                v,
+                kill9_value(seen),
+                "cycle {cycle}, key {k}: damaged value"
+            );
+            seen_now.push((k, seen));
+        }
+        acked.extend(seen_now);
+        assert!(prop(&db, "shale.blob-file-count") > 0);
+        db.close().unwrap();
+    }
+    assert!(began.elapsed() < Duration::from_secs(60));
+}
