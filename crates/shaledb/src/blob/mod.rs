@@ -97,6 +97,9 @@ pub(crate) struct BlobStore {
     files: RwLock<Arc<FileSet>>,
     /// The file the group-commit leader appends to (created lazily).
     active: Mutex<Option<writer::ActiveFile>>,
+    /// Files sealed (footer appended) but not yet fsynced: synced with the
+    /// active file before a WAL segment is synced whole.
+    unsynced: Mutex<Vec<Box<dyn crate::env::WritableFile>>>,
     next_number: AtomicU64,
     /// Rewritten files waiting for old snapshots: (re-point sequence, file).
     retired: Mutex<Vec<(u64, Arc<BlobFile>)>>,
@@ -106,7 +109,8 @@ pub(crate) struct BlobStore {
 }
 
 impl BlobStore {
-    /// Opens the value files in `dir`: the newest one without a footer gets
+    /// Opens the value files in `dir`: a file without a valid footer (the
+    /// active file at a crash, or one whose unsynced footer was lost) gets
     /// its torn tail cut; all are sealed (new writes go to a new file).
     pub fn open(
         fs: Arc<dyn FileSystem>,
@@ -121,10 +125,8 @@ impl BlobStore {
             .collect();
         numbers.sort_unstable();
         let mut set = FileSet::new();
-        if let Some(&last) = numbers.last() {
-            reader::cut_torn_tail(&fs, dir, last)?;
-        }
         for &n in &numbers {
+            reader::cut_torn_tail(&fs, dir, n)?;
             let size = fs.file_size(&format::blob_path(dir, n))?;
             if size == 0 {
                 // Created but never written (a crash right after creation):
@@ -142,6 +144,7 @@ impl BlobStore {
             file_size,
             files: RwLock::new(Arc::new(set)),
             active: Mutex::new(None),
+            unsynced: Mutex::new(Vec::new()),
             next_number: AtomicU64::new(next),
             retired: Mutex::new(Vec::new()),
             gc_lock: Mutex::new(()),

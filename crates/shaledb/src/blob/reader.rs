@@ -135,8 +135,9 @@ pub(crate) fn scan(
     }
 }
 
-/// At open: if the newest value file has no valid footer (a crash), cut it
-/// after its last whole record. Its torn tail can only be referenced by WAL
+/// At open: if a value file has no valid footer (the active file at a
+/// crash, or a sealed file whose unsynced footer was lost), cut it after
+/// its last whole record. Its torn tail can only be referenced by WAL
 /// records that were never acknowledged (docs/architecture.md, crash
 /// argument); a file too short for its header is emptied (removed later).
 pub(crate) fn cut_torn_tail(fs: &Arc<dyn FileSystem>, dir: &Path, number: u64) -> Result<()> {

@@ -62,13 +62,31 @@ impl BlobStore {
         Ok(())
     }
 
-    fn seal_active(&self, a: ActiveFile) -> Result<()> {
-        let mut f = NewFile {
-            w: a.w,
-            handle: a.handle,
-            records: a.records,
-        };
-        BlobStore::seal_file(&mut f)
+    /// Appends the footer to the active file and hands it to the OS, without
+    /// an fsync on the write path: a file whose footer did not survive a
+    /// crash is scanned and cut at open like any file without a footer, and
+    /// writes with `sync` synced their records already.
+    fn seal_active(&self, mut a: ActiveFile) -> Result<()> {
+        let end = a.w.len();
+        a.w.append(&format::encode_footer(a.records, end))?;
+        a.w.flush()?;
+        a.handle.bytes.store(a.w.len(), Ordering::Release);
+        a.handle.sealed.store(true, Ordering::Release);
+        self.unsynced.lock().push(a.w);
+        Ok(())
+    }
+
+    /// Fsyncs the active file and the files sealed since the last call
+    /// (before a WAL segment is synced whole, and at close).
+    pub(crate) fn sync_active(&self) -> Result<()> {
+        let mut active = self.active.lock();
+        for mut w in self.unsynced.lock().drain(..) {
+            w.sync()?;
+        }
+        match active.as_mut() {
+            Some(a) => a.w.sync(),
+            None => Ok(()),
+        }
     }
 
     /// Moves the values of at least `min_blob_size` bytes of `batches` to
@@ -108,7 +126,8 @@ impl BlobStore {
         };
         let number = active.handle.number;
         let base = active.w.len();
-        let mut buf = Vec::new();
+        let room: usize = todo.iter().map(|b| b.approximate_size()).sum();
+        let mut buf = Vec::with_capacity(room);
         let mut records = 0;
         for batch in todo.iter_mut() {
             let mut out = WriteBatch::with_capacity(256);
@@ -146,8 +165,18 @@ impl BlobStore {
 
     /// Seals the active file (clean close): later opens need not scan it.
     pub(crate) fn close(&self) -> Result<()> {
+        for mut w in self.unsynced.lock().drain(..) {
+            w.sync()?;
+        }
         match self.active.lock().take() {
-            Some(a) => self.seal_active(a),
+            Some(a) => {
+                let mut f = NewFile {
+                    w: a.w,
+                    handle: a.handle,
+                    records: a.records,
+                };
+                BlobStore::seal_file(&mut f)
+            }
             None => Ok(()),
         }
     }

@@ -612,6 +612,14 @@ pub(crate) fn switch_memtable(inner: &Arc<DbInner>, wal: &mut WalState) -> Resul
     // Sync the finished segment *before* the next one exists, so that only the
     // last segment can ever have a torn tail (recovery relies on it). A failure
     // means the file's state is unknown: stop.
+    // The value files first: the segment's BlobIndex records must not be
+    // durable while the values they point at are not.
+    if let Some(blobs) = &inner.blobs {
+        if let Err(e) = blobs.sync_active() {
+            set_bg_error(inner, e.clone());
+            return Err(e);
+        }
+    }
     if let Some(old) = wal.writer.as_mut() {
         if let Err(e) = old.sync() {
             set_bg_error(inner, e.clone());

@@ -1,0 +1,110 @@
+//! Write throughput of 4 KiB values with and without key-value separation.
+//!
+//! `cargo run --release -p shaledb --example blob_bench -- DIR GIB THREADS MIN_BLOB_SIZE [read]`
+//!
+//! Writes `GIB` GiB of 8-byte keys with 4 KiB values (sync off) from
+//! `THREADS` threads into a fresh database in `DIR`, prints MB/s of value
+//! bytes (and the time to close, which flushes nothing: close does not
+//! wait for compaction). `MIN_BLOB_SIZE` 0 keeps values inline. With
+//! `read`, it then reopens and reads n keys back
+//! (pseudo-random order, checking each value) and reports MB/s.
+#![allow(clippy::unwrap_used, clippy::indexing_slicing)] // a bench: a panic is a failure
+
+use shaledb::{Db, Options};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+const VALUE: usize = 4096;
+
+fn value(i: u64) -> Vec<u8> {
+    let mut v = vec![(i % 251) as u8; VALUE];
+    v[..8].copy_from_slice(&i.to_le_bytes());
+    v
+}
+
+fn opts(min_blob_size: usize) -> Options {
+    Options {
+        min_blob_size,
+        max_value_size: 1 << 20,
+        ..Options::default()
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.len() < 5 {
+        eprintln!("usage: blob_bench DIR GIB THREADS MIN_BLOB_SIZE [read]");
+        std::process::exit(2);
+    }
+    let dir = std::path::PathBuf::from(&args[1]);
+    let gib: f64 = args[2].parse().unwrap();
+    let threads: u64 = args[3].parse().unwrap();
+    let min: usize = args[4].parse().unwrap();
+    let read = args.get(5).is_some_and(|a| a == "read");
+    let _ = std::fs::remove_dir_all(&dir);
+    let n = (gib * (1u64 << 30) as f64) as u64 / VALUE as u64;
+    let db = Db::open(&dir, opts(min)).unwrap();
+    let next = Arc::new(AtomicU64::new(0));
+    let t0 = Instant::now();
+    let handles: Vec<_> = (0..threads)
+        .map(|_| {
+            let db = db.clone();
+            let next = next.clone();
+            std::thread::spawn(move || loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= n {
+                    break;
+                }
+                db.put(&i.to_be_bytes(), &value(i)).unwrap();
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+    let secs = t0.elapsed().as_secs_f64();
+    let mb = (n * VALUE as u64) as f64 / 1e6;
+    println!(
+        "write: {n} x {VALUE} B, {threads} threads, min_blob_size {min}: {secs:.2} s, {:.0} MB/s",
+        mb / secs
+    );
+    println!(
+        "value files: {} ({} bytes); write-amplification {}",
+        db.property("shale.blob-file-count").unwrap_or_default(),
+        db.property("shale.blob-bytes").unwrap_or_default(),
+        db.property("shale.write-amplification").unwrap_or_default()
+    );
+    let t1 = Instant::now();
+    db.close().unwrap();
+    println!("close: {:.2} s", t1.elapsed().as_secs_f64());
+    if read {
+        let db = Db::open(&dir, opts(min)).unwrap();
+        let next = Arc::new(AtomicU64::new(0));
+        let t0 = Instant::now();
+        let handles: Vec<_> = (0..threads)
+            .map(|_| {
+                let db = db.clone();
+                let next = next.clone();
+                std::thread::spawn(move || loop {
+                    let j = next.fetch_add(1, Ordering::Relaxed);
+                    if j >= n {
+                        break;
+                    }
+                    // Pseudo-random order over 0..n (some keys twice, some not at all).
+                    let i = (j.wrapping_mul(0x9E37_79B9_7F4A_7C15 | 1)) % n;
+                    let v = db.get(&i.to_be_bytes()).unwrap().unwrap();
+                    assert_eq!(v[..8], i.to_le_bytes());
+                })
+            })
+            .collect();
+        for h in handles {
+            h.join().unwrap();
+        }
+        let secs = t0.elapsed().as_secs_f64();
+        println!(
+            "read: {n} gets, {threads} threads: {secs:.2} s, {:.0} MB/s",
+            mb / secs
+        );
+    }
+}
