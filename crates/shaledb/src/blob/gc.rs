@@ -173,6 +173,7 @@ fn rewrite(
         });
         if buf.len() >= 1 << 20 {
             out.w.append(&buf)?;
+            out.w.flush()?;
             pos += buf.len() as u64;
             buf.clear();
         }
@@ -185,7 +186,7 @@ fn rewrite(
         );
     }
     out.w.append(&buf)?;
-    BlobStore::seal_file(&mut out)?;
+    store.seal_file(&mut out)?;
     store.add_file(out.handle.clone());
     store
         .counters

@@ -94,6 +94,8 @@ pub(crate) struct BlobStore {
     /// Values of at least this many bytes are separated (> 0).
     pub min_blob_size: usize,
     file_size: u64,
+    /// Value files are written with `O_DIRECT` where supported.
+    direct: bool,
     files: RwLock<Arc<FileSet>>,
     /// The file the group-commit leader appends to (created lazily).
     active: Mutex<Option<writer::ActiveFile>>,
@@ -117,6 +119,7 @@ impl BlobStore {
         dir: &Path,
         min_blob_size: usize,
         file_size: u64,
+        direct: bool,
     ) -> Result<BlobStore> {
         let mut numbers: Vec<u64> = fs
             .list_dir(dir)?
@@ -142,6 +145,7 @@ impl BlobStore {
             dir: dir.to_path_buf(),
             min_blob_size,
             file_size,
+            direct,
             files: RwLock::new(Arc::new(set)),
             active: Mutex::new(None),
             unsynced: Mutex::new(Vec::new()),

@@ -34,7 +34,11 @@ impl BlobStore {
     pub(crate) fn create_file(&self) -> Result<NewFile> {
         let number = self.new_number();
         let path = format::blob_path(&self.dir, number);
-        let mut w = self.fs.create(&path)?;
+        let mut w = if self.direct {
+            self.fs.create_direct(&path)?
+        } else {
+            self.fs.create(&path)?
+        };
         w.append(&format::encode_header())?;
         w.flush()?;
         self.fs.sync_dir(&self.dir)?;
@@ -53,10 +57,11 @@ impl BlobStore {
     }
 
     /// Appends the footer and fsyncs: the file is complete.
-    pub(crate) fn seal_file(f: &mut NewFile) -> Result<()> {
+    pub(crate) fn seal_file(&self, f: &mut NewFile) -> Result<()> {
         let end = f.w.len();
         f.w.append(&format::encode_footer(f.records, end))?;
         f.w.sync()?;
+        self.trim(&f.handle, f.w.len())?;
         f.handle.bytes.store(f.w.len(), Ordering::Release);
         f.handle.sealed.store(true, Ordering::Release);
         Ok(())
@@ -70,9 +75,21 @@ impl BlobStore {
         let end = a.w.len();
         a.w.append(&format::encode_footer(a.records, end))?;
         a.w.flush()?;
+        self.trim(&a.handle, a.w.len())?;
         a.handle.bytes.store(a.w.len(), Ordering::Release);
         a.handle.sealed.store(true, Ordering::Release);
         self.unsynced.lock().push(a.w);
+        Ok(())
+    }
+
+    /// A direct-I/O file ends in zero padding past its logical length:
+    /// cut it (then a later sync writes nothing more; if the cut is lost
+    /// in a crash, the open finds the footer by a scan and cuts again).
+    fn trim(&self, handle: &BlobFile, len: u64) -> Result<()> {
+        if self.direct {
+            self.fs.truncate(&handle.path, len)?;
+            handle.bytes.store(len, Ordering::Release);
+        }
         Ok(())
     }
 
@@ -175,7 +192,7 @@ impl BlobStore {
                     handle: a.handle,
                     records: a.records,
                 };
-                BlobStore::seal_file(&mut f)
+                self.seal_file(&mut f)
             }
             None => Ok(()),
         }

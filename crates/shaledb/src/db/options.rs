@@ -77,6 +77,12 @@ pub struct Options {
     pub min_blob_size: usize,
     /// Bytes after which a value file is sealed and a new one started.
     pub blob_file_size: u64,
+    /// Write value files with `O_DIRECT` (Linux, where the file system
+    /// supports it; else buffered): the values bypass the page cache, so
+    /// sustained writes run at device speed rather than at the speed of
+    /// dirty-page writeback (docs/benchmarks.md, "Key-value separation").
+    /// Each write group waits for the device. Off by default.
+    pub blob_direct_io: bool,
 }
 
 impl Default for Options {
@@ -113,6 +119,7 @@ impl Default for Options {
             recovery_memory_limit: 0,
             min_blob_size: 0,
             blob_file_size: 256 << 20,
+            blob_direct_io: false,
         }
     }
 }
@@ -127,6 +134,7 @@ impl std::fmt::Debug for Options {
             .field("recovery_memory_limit", &self.recovery_memory_limit)
             .field("min_blob_size", &self.min_blob_size)
             .field("blob_file_size", &self.blob_file_size)
+            .field("blob_direct_io", &self.blob_direct_io)
             .finish_non_exhaustive()
     }
 }

@@ -130,6 +130,14 @@ impl FileSystem for PosixFs {
         }))
     }
 
+    #[cfg(target_os = "linux")]
+    fn create_direct(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
+        match super::direct::DirectWritable::create(path)? {
+            Some(w) => Ok(Box::new(w)),
+            None => self.create(path),
+        }
+    }
+
     fn open_append(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
         let file = OpenOptions::new()
             .append(true)
