@@ -1,11 +1,12 @@
 //! Write throughput of 4 KiB values with and without key-value separation.
 //!
-//! `cargo run --release -p shaledb --example blob_bench -- DIR GIB THREADS MIN_BLOB_SIZE [read]`
+//! `cargo run --release -p shaledb --example blob_bench -- DIR GIB THREADS MIN_BLOB_SIZE [direct] [read]`
 //!
 //! Writes `GIB` GiB of 8-byte keys with 4 KiB values (sync off) from
 //! `THREADS` threads into a fresh database in `DIR`, prints MB/s of value
 //! bytes (and the time to close, which flushes nothing: close does not
-//! wait for compaction). `MIN_BLOB_SIZE` 0 keeps values inline. With
+//! wait for compaction). `MIN_BLOB_SIZE` 0 keeps values inline. `direct`
+//! writes value files with `O_DIRECT` (`Options::blob_direct_io`). With
 //! `read`, it then reopens and reads n keys back
 //! (pseudo-random order, checking each value) and reports MB/s.
 #![allow(clippy::unwrap_used, clippy::indexing_slicing)] // a bench: a panic is a failure
@@ -23,9 +24,10 @@ fn value(i: u64) -> Vec<u8> {
     v
 }
 
-fn opts(min_blob_size: usize) -> Options {
+fn opts(min_blob_size: usize, blob_direct_io: bool) -> Options {
     Options {
         min_blob_size,
+        blob_direct_io,
         max_value_size: 1 << 20,
         ..Options::default()
     }
@@ -34,17 +36,18 @@ fn opts(min_blob_size: usize) -> Options {
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.len() < 5 {
-        eprintln!("usage: blob_bench DIR GIB THREADS MIN_BLOB_SIZE [read]");
+        eprintln!("usage: blob_bench DIR GIB THREADS MIN_BLOB_SIZE [direct] [read]");
         std::process::exit(2);
     }
     let dir = std::path::PathBuf::from(&args[1]);
     let gib: f64 = args[2].parse().unwrap();
     let threads: u64 = args[3].parse().unwrap();
     let min: usize = args[4].parse().unwrap();
-    let read = args.get(5).is_some_and(|a| a == "read");
+    let read = args.iter().skip(5).any(|a| a == "read");
+    let direct = args.iter().skip(5).any(|a| a == "direct");
     let _ = std::fs::remove_dir_all(&dir);
     let n = (gib * (1u64 << 30) as f64) as u64 / VALUE as u64;
-    let db = Db::open(&dir, opts(min)).unwrap();
+    let db = Db::open(&dir, opts(min, direct)).unwrap();
     let next = Arc::new(AtomicU64::new(0));
     let t0 = Instant::now();
     let handles: Vec<_> = (0..threads)
@@ -66,7 +69,7 @@ fn main() {
     let secs = t0.elapsed().as_secs_f64();
     let mb = (n * VALUE as u64) as f64 / 1e6;
     println!(
-        "write: {n} x {VALUE} B, {threads} threads, min_blob_size {min}: {secs:.2} s, {:.0} MB/s",
+        "write: {n} x {VALUE} B, {threads} threads, min_blob_size {min}, direct {direct}: {secs:.2} s, {:.0} MB/s",
         mb / secs
     );
     println!(
@@ -79,7 +82,7 @@ fn main() {
     db.close().unwrap();
     println!("close: {:.2} s", t1.elapsed().as_secs_f64());
     if read {
-        let db = Db::open(&dir, opts(min)).unwrap();
+        let db = Db::open(&dir, opts(min, direct)).unwrap();
         let next = Arc::new(AtomicU64::new(0));
         let t0 = Instant::now();
         let handles: Vec<_> = (0..threads)
