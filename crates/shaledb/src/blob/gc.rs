@@ -84,10 +84,16 @@ pub(crate) fn collect(inner: &Arc<DbInner>, max_live_ratio: f64) -> Result<BlobG
     stats.files_deleted += release(inner, store) as u64;
     let active = store.active_number();
     let retired: BTreeSet<u64> = store.retired_numbers();
+    // The newest file is never rewritten: value-file numbers are not
+    // recorded anywhere else, so the next open derives the next number from
+    // the newest file on disk, and a number must never be used twice (old
+    // WAL records may still name it).
+    let newest = store.current().keys().next_back().copied();
     let candidates: Vec<Arc<BlobFile>> = store
         .current()
         .values()
-        .filter(|f| Some(f.number) != active && !retired.contains(&f.number))
+        .filter(|f| Some(f.number) != active && Some(f.number) != newest)
+        .filter(|f| !retired.contains(&f.number))
         .cloned()
         .collect();
     let (mut live_all, mut total_all) = (0u64, 0u64);

@@ -130,13 +130,9 @@ impl BlobStore {
         let mut set = FileSet::new();
         for &n in &numbers {
             reader::cut_torn_tail(&fs, dir, n)?;
+            // A file emptied by the cut stays (a WAL record pointing into
+            // it is then found torn by recovery); GC removes it later.
             let size = fs.file_size(&format::blob_path(dir, n))?;
-            if size == 0 {
-                // Created but never written (a crash right after creation):
-                // nothing can point into it.
-                fs.remove_file(&format::blob_path(dir, n))?;
-                continue;
-            }
             set.insert(n, Arc::new(BlobFile::new(&fs, dir, n, size, true)?));
         }
         let next = numbers.last().map_or(1, |n| n + 1);

@@ -28,6 +28,26 @@ pub(crate) fn read_value(files: &FileSet, dir: &Path, key: &[u8], index: &[u8]) 
     read_in_file(file, key, &idx)
 }
 
+/// False if the record a BlobIndex of `key` points at extends past the end
+/// of its value file (recovery's check; lengths only). A missing file is
+/// not a torn tail: a file's name is durable before any record in it can
+/// be referenced, so a missing file was deleted by GC after the keys it
+/// held were re-pointed or overwritten by later writes.
+pub(crate) fn record_in_bounds(files: &FileSet, key: &[u8], index: &[u8]) -> bool {
+    let Some(idx) = BlobIndex::decode(index) else {
+        return true; // not a length question: a read reports the damage
+    };
+    let Some(file) = files.get(&idx.file) else {
+        return true;
+    };
+    let Some(len) = idx.record_len(key.len()) else {
+        return true;
+    };
+    idx.offset
+        .checked_add(len as u64)
+        .is_some_and(|end| end <= file.bytes.load(std::sync::atomic::Ordering::Acquire))
+}
+
 fn read_in_file(file: &BlobFile, key: &[u8], idx: &BlobIndex) -> Result<Vec<u8>> {
     let bad = |reason: &str| Error::corruption(&file.path, idx.offset, reason.to_string());
     let len = idx
@@ -95,8 +115,11 @@ pub(crate) fn scan(
     path: &Path,
     mut f: impl FnMut(ScannedRecord) -> Result<()>,
 ) -> Result<ScanEnd> {
-    check_header(file, path)?;
     let size = file.len()?;
+    if size == 0 {
+        return Ok(ScanEnd::Torn(0)); // created, nothing survived a crash
+    }
+    check_header(file, path)?;
     let mut pos = HEADER_LEN as u64;
     loop {
         let mut hb = [0u8; RECORD_HEADER_LEN];

@@ -18,6 +18,8 @@ pub(crate) struct ActiveFile {
     w: Box<dyn WritableFile>,
     handle: Arc<BlobFile>,
     records: u64,
+    /// Bytes handed to the OS but not fsynced.
+    dirty: bool,
 }
 
 /// A value file created for appends (the active file or a GC output).
@@ -101,8 +103,12 @@ impl BlobStore {
             w.sync()?;
         }
         match active.as_mut() {
-            Some(a) => a.w.sync(),
-            None => Ok(()),
+            Some(a) if a.dirty => {
+                a.w.sync()?;
+                a.dirty = false;
+                Ok(())
+            }
+            _ => Ok(()),
         }
     }
 
@@ -121,7 +127,9 @@ impl BlobStore {
             .filter(|b| b.applies_data() && b.max_key_and_value_len().1 >= min)
             .collect();
         if todo.is_empty() {
-            return Ok(());
+            // A synced group makes the WAL records of earlier unsynced
+            // groups durable: their values must be durable first.
+            return if sync { self.sync_active() } else { Ok(()) };
         }
         let mut guard = self.active.lock();
         if guard.as_ref().is_some_and(|a| a.w.len() >= self.file_size) {
@@ -138,6 +146,7 @@ impl BlobStore {
                     w: f.w,
                     handle: f.handle,
                     records: 0,
+                    dirty: false,
                 })
             }
         };
@@ -171,9 +180,17 @@ impl BlobStore {
         }
         active.w.append(&buf)?;
         if sync {
+            // Files sealed since the last sync may hold values of earlier
+            // unsynced groups, whose WAL records this group's WAL sync makes
+            // durable too.
+            for mut w in self.unsynced.lock().drain(..) {
+                w.sync()?;
+            }
             active.w.sync()?;
+            active.dirty = false;
         } else {
             active.w.flush()?;
+            active.dirty = true;
         }
         active.records += records;
         active.handle.bytes.store(active.w.len(), Ordering::Release);
