@@ -8,7 +8,10 @@
 //! wait for compaction). `MIN_BLOB_SIZE` 0 keeps values inline. `direct`
 //! writes value files with `O_DIRECT` (`Options::blob_direct_io`). With
 //! `read`, it then reopens and reads n keys back
-//! (pseudo-random order, checking each value) and reports MB/s.
+//! (pseudo-random order, checking each value) and reports MB/s. With `gc`,
+//! before closing it overwrites every second key with a new 4 KiB value and
+//! reports the value-file bytes, live bytes and space amplification before
+//! and after `collect_blob_garbage(0.75)`.
 #![allow(clippy::unwrap_used, clippy::indexing_slicing)] // a bench: a panic is a failure
 
 use shaledb::{Db, Options};
@@ -44,6 +47,7 @@ fn main() {
     let threads: u64 = args[3].parse().unwrap();
     let min: usize = args[4].parse().unwrap();
     let read = args.iter().skip(5).any(|a| a == "read");
+    // `gc`: overwrite every second key, then collect value-file garbage.
     let direct = args.iter().skip(5).any(|a| a == "direct");
     let _ = std::fs::remove_dir_all(&dir);
     let n = (gib * (1u64 << 30) as f64) as u64 / VALUE as u64;
@@ -78,6 +82,9 @@ fn main() {
         db.property("shale.blob-bytes").unwrap_or_default(),
         db.property("shale.write-amplification").unwrap_or_default()
     );
+    if args.iter().skip(5).any(|a| a == "gc") {
+        gc_phase(&db, n, threads);
+    }
     let t1 = Instant::now();
     db.close().unwrap();
     println!("close: {:.2} s", t1.elapsed().as_secs_f64());
@@ -110,4 +117,54 @@ fn main() {
             mb / secs
         );
     }
+}
+
+fn space(db: &Db) -> (f64, f64) {
+    let p = |n: &str| -> f64 { db.property(n).unwrap().parse().unwrap() };
+    (
+        p("shale.blob-bytes") / 1e6,
+        p("shale.blob-live-bytes") / 1e6,
+    )
+}
+
+fn gc_phase(db: &Db, n: u64, threads: u64) {
+    let next = Arc::new(AtomicU64::new(0));
+    let t0 = Instant::now();
+    let handles: Vec<_> = (0..threads)
+        .map(|_| {
+            let db = db.clone();
+            let next = next.clone();
+            std::thread::spawn(move || loop {
+                let i = next.fetch_add(2, Ordering::Relaxed);
+                if i >= n {
+                    break;
+                }
+                db.put(&i.to_be_bytes(), &value(i + 1)).unwrap();
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+    println!("overwrite half: {:.2} s", t0.elapsed().as_secs_f64());
+    let (bytes, live) = space(db);
+    println!(
+        "before gc: value files {bytes:.0} MB, live {live:.0} MB, space amplification {:.2}",
+        bytes / live
+    );
+    let t0 = Instant::now();
+    let st = db.collect_blob_garbage(0.75).unwrap();
+    let secs = t0.elapsed().as_secs_f64();
+    let (bytes, live) = space(db);
+    println!(
+        "gc: {secs:.2} s, {} files scanned, {} rewritten, {} MB copied, {} files deleted",
+        st.files_scanned,
+        st.files_rewritten,
+        st.bytes_rewritten / 1_000_000,
+        st.files_deleted
+    );
+    println!(
+        "after gc: value files {bytes:.0} MB, live {live:.0} MB, space amplification {:.2}",
+        bytes / live
+    );
 }
