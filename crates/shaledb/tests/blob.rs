@@ -532,6 +532,7 @@ fn kill9_every_acknowledged_write_survives() {
     // key -> newest acknowledged write.
     let mut acked: BTreeMap<u64, u64> = BTreeMap::new();
     let mut start = 0;
+    let mut written_total = 0u64;
     let began = Instant::now();
     for cycle in 0..10u64 {
         let mut child = Command::new(std::env::current_exe().unwrap())
@@ -565,6 +566,7 @@ fn kill9_every_acknowledged_write_survives() {
         for i in start..=last {
             acked.insert(i % KEYS, i);
         }
+        written_total += last + 1 - start;
         start = last + 1_000_000; // later writes are distinguishable from lost ones
         let db = Db::open(&dir, kill9_opts(cycle % 2 == 0)).unwrap();
         let mut seen_now = Vec::new();
@@ -589,5 +591,16 @@ fn kill9_every_acknowledged_write_survives() {
         assert!(prop(&db, "shale.blob-file-count") > 0);
         db.close().unwrap();
     }
+    // The children's GC thread kept the value files in check: without it
+    // every acknowledged 4 KiB value would still be on disk.
+    let on_disk: u64 = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "blob"))
+        .map(|p| std::fs::metadata(p).unwrap().len())
+        .sum();
+    let written = 4096 * written_total;
+    eprintln!("value files {on_disk} bytes, {written} bytes of values acknowledged");
+    assert!(on_disk < written / 2, "{on_disk} >= {written} / 2");
     assert!(began.elapsed() < Duration::from_secs(60));
 }
