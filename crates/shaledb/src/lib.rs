@@ -36,6 +36,7 @@
 //! | `version` | extent metadata, versions, manifest, extent space |
 //! | `iter` | iterator trait, merging iterator |
 //! | `compaction` | flush-merge and level compaction |
+//! | `blob` | key-value separation: value files, BlobIndex, value GC |
 //! | `db` | the public `Db`: write path, read path, recovery |
 //! | `txn` | row locks, transactions, read sets, two-phase commit |
 

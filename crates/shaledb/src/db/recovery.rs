@@ -259,7 +259,8 @@ pub(crate) fn read_segments(
 }
 
 /// False if a BlobIndex op of `batch` points past the end of its value
-/// file (or at a missing file). Checks lengths only: no value is read.
+/// file (a missing file is fine: GC deleted it, see
+/// `blob::reader::record_in_bounds`). Checks lengths only: no value is read.
 fn blob_refs_present(inner: &DbInner, batch: &WriteBatch) -> bool {
     let Some(blobs) = &inner.blobs else {
         return true;
