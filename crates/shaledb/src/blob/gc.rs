@@ -82,17 +82,18 @@ pub(crate) fn collect(inner: &Arc<DbInner>, max_live_ratio: f64) -> Result<BlobG
     let _gc = store.gc_lock.lock();
     store.counters.gc_runs.fetch_add(1, Ordering::Relaxed);
     stats.files_deleted += release(inner, store) as u64;
-    let active = store.active_number();
     let retired: BTreeSet<u64> = store.retired_numbers();
-    // The newest file is never rewritten: value-file numbers are not
-    // recorded anywhere else, so the next open derives the next number from
-    // the newest file on disk, and a number must never be used twice (old
-    // WAL records may still name it).
-    let newest = store.current().keys().next_back().copied();
-    let candidates: Vec<Arc<BlobFile>> = store
-        .current()
+    // Only sealed files: the active file takes appends while GC runs (and
+    // may change under it: a sealed flag, once set, stays set). The newest
+    // file is never rewritten either: value-file numbers are not recorded
+    // anywhere else, so the next open derives the next number from the
+    // newest file on disk, and a number must never be used twice (old WAL
+    // records may still name it).
+    let files = store.current();
+    let newest = files.keys().next_back().copied();
+    let candidates: Vec<Arc<BlobFile>> = files
         .values()
-        .filter(|f| Some(f.number) != active && Some(f.number) != newest)
+        .filter(|f| f.sealed.load(Ordering::Acquire) && Some(f.number) != newest)
         .filter(|f| !retired.contains(&f.number))
         .cloned()
         .collect();

@@ -8,8 +8,9 @@
 //! - `gc.rs`: garbage collection (rewrite live records, re-point keys).
 //!
 //! Lifetime of a value file: readers (gets, iterators) clone the current
-//! [`FileSet`] before they read the visible sequence, so every file a
-//! BlobIndex they can see points at is in their set. GC removes a rewritten
+//! [`FileSet`] before and after they read the visible sequence
+//! ([`FileView`]), so every file a BlobIndex they can see points at is in
+//! one of the two. GC removes a rewritten
 //! file from the current set only when no snapshot older than the re-point
 //! write exists; the file itself is unlinked when the last `Arc` of its
 //! [`BlobFile`] (held by file sets of in-flight readers) drops.
@@ -77,6 +78,37 @@ impl Drop for BlobFile {
 
 /// The value files readers may use, by number.
 pub(crate) type FileSet = BTreeMap<u64, Arc<BlobFile>>;
+
+/// The value files one read (a get, or an iterator for its life) may use:
+/// the set taken *before* it read its sequence, which holds every file a
+/// GC removal could take away from it (a file leaves the set only once its
+/// re-point write is visible, so a read that saw an older sequence had the
+/// set from before), and the set taken *after*, which holds every file a
+/// write it can see points into (a file joins the set before any BlobIndex
+/// pointing into it is published).
+#[derive(Clone, Default)]
+pub(crate) struct FileView {
+    before: Arc<FileSet>,
+    after: Arc<FileSet>,
+}
+
+impl FileView {
+    /// Builds the view around `read_sequence`, which reads the sequence.
+    pub fn around<T>(store: Option<&BlobStore>, read_sequence: impl FnOnce() -> T) -> (Self, T) {
+        let Some(store) = store else {
+            return (FileView::default(), read_sequence());
+        };
+        let before = store.current();
+        let t = read_sequence();
+        let after = store.current();
+        (FileView { before, after }, t)
+    }
+
+    /// The file `number`, if this read may use it.
+    pub fn get(&self, number: u64) -> Option<&Arc<BlobFile>> {
+        self.after.get(&number).or_else(|| self.before.get(&number))
+    }
+}
 
 /// Counters of garbage collection, for properties.
 #[derive(Default)]

@@ -2,7 +2,7 @@
 //! and for cutting a torn tail at open.
 
 use super::format::{self, BlobIndex, RecordHeader, FOOTER_LEN, HEADER_LEN, RECORD_HEADER_LEN};
-use super::{BlobFile, FileSet};
+use super::{BlobFile, FileSet, FileView};
 use crate::env::{FileSystem, RandomAccessFile};
 use crate::error::{Error, Result};
 use std::path::Path;
@@ -10,7 +10,12 @@ use std::sync::Arc;
 
 /// Resolves the BlobIndex `index` (the LSM value) of `key` to the value.
 /// Damage of any kind is `Error::Corruption` naming the file and offset.
-pub(crate) fn read_value(files: &FileSet, dir: &Path, key: &[u8], index: &[u8]) -> Result<Vec<u8>> {
+pub(crate) fn read_value(
+    files: &FileView,
+    dir: &Path,
+    key: &[u8],
+    index: &[u8],
+) -> Result<Vec<u8>> {
     let idx = BlobIndex::decode(index).ok_or_else(|| {
         Error::corruption(
             dir,
@@ -18,7 +23,7 @@ pub(crate) fn read_value(files: &FileSet, dir: &Path, key: &[u8], index: &[u8]) 
             format!("malformed BlobIndex of {} bytes", index.len()),
         )
     })?;
-    let Some(file) = files.get(&idx.file) else {
+    let Some(file) = files.get(idx.file) else {
         return Err(Error::corruption(
             format::blob_path(dir, idx.file),
             idx.offset,

@@ -214,9 +214,4 @@ impl BlobStore {
             None => Ok(()),
         }
     }
-
-    /// Number of the file being appended to, if any (GC skips it).
-    pub(crate) fn active_number(&self) -> Option<u64> {
-        self.active.lock().as_ref().map(|a| a.handle.number)
-    }
 }

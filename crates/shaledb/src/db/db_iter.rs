@@ -47,9 +47,9 @@ pub struct DbIterator {
     /// may still read its files, even after every `Db` handle is gone.
     _db: Arc<DbInner>,
     _snap: Option<Snapshot>,
-    /// The value files, taken before the snapshot sequence (blob/mod.rs):
-    /// a BlobIndex entry this iterator can see points into one of them.
-    blobs: Option<Arc<crate::blob::FileSet>>,
+    /// The value files around the snapshot sequence (blob/mod.rs): a
+    /// BlobIndex entry this iterator can see points into one of them.
+    blobs: crate::blob::FileView,
     /// Resolve BlobIndex entries to their values (`false`: raw indexes, for
     /// the engine's own accounting).
     resolve_blobs: bool,
@@ -59,8 +59,8 @@ pub struct DbIterator {
 
 pub(crate) fn new_iterator(inner: &Arc<DbInner>, ro: &ReadOptions, cf: u32) -> Result<DbIterator> {
     inner.check_open()?;
-    let blobs = inner.blobs.as_ref().map(|b| b.current());
-    let (sv, snapshot) = super::read::read_view(inner, ro);
+    let (blobs, (sv, snapshot)) =
+        crate::blob::FileView::around(inner.blobs.as_deref(), || super::read::read_view(inner, ro));
     let cfs = sv
         .cfs
         .get(&cf)
@@ -341,10 +341,12 @@ impl DbIterator {
     /// Replaces a BlobIndex in `value` by the value it points at.
     fn resolve_value(&mut self) -> Result<()> {
         if self.value_is_blob && self.resolve_blobs {
-            let empty = crate::blob::FileSet::new();
-            let files = self.blobs.as_deref().unwrap_or(&empty);
-            self.value =
-                crate::blob::reader::read_value(files, &self._db.dir, &self.key, &self.value)?;
+            self.value = crate::blob::reader::read_value(
+                &self.blobs,
+                &self._db.dir,
+                &self.key,
+                &self.value,
+            )?;
             self.value_is_blob = false;
         }
         Ok(())

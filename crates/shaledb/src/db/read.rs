@@ -32,10 +32,10 @@ pub(crate) fn get(
     key: &[u8],
 ) -> Result<Option<Vec<u8>>> {
     inner.check_open()?;
-    // The value files before the sequence: every file a visible BlobIndex
-    // points at is in this set (blob/mod.rs, "Lifetime of a value file").
-    let files = inner.blobs.as_ref().map(|b| b.current());
-    let (sv, snapshot) = read_view(inner, ro);
+    // The value files around the sequence: every file a visible BlobIndex
+    // points at is in the view (blob/mod.rs, "Lifetime of a value file").
+    let (files, (sv, snapshot)) =
+        crate::blob::FileView::around(inner.blobs.as_deref(), || read_view(inner, ro));
     let cfs = sv
         .cfs
         .get(&cf)
@@ -43,22 +43,11 @@ pub(crate) fn get(
     inner.stats.gets.fetch_add(1, Ordering::Relaxed);
     match get_in_cf(cfs, key, snapshot)? {
         Some((ValueKind::BlobIndex, index)) => {
-            resolve_blob(inner, files.as_deref(), key, &index).map(Some)
+            crate::blob::reader::read_value(&files, &inner.dir, key, &index).map(Some)
         }
         Some((_, value)) => Ok(Some(value)),
         None => Ok(None),
     }
-}
-
-/// The value a BlobIndex entry of `key` points at.
-pub(crate) fn resolve_blob(
-    inner: &DbInner,
-    files: Option<&crate::blob::FileSet>,
-    key: &[u8],
-    index: &[u8],
-) -> Result<Vec<u8>> {
-    let empty = crate::blob::FileSet::new();
-    crate::blob::reader::read_value(files.unwrap_or(&empty), &inner.dir, key, index)
 }
 
 /// Resolves a hit against the newest covering range tombstone seen so far:
