@@ -201,3 +201,37 @@ fn rewrite(
         .fetch_add(stats.bytes_rewritten - bytes_before, Ordering::Relaxed);
     crate::db::write::write_repoints(inner, repoints)
 }
+
+/// The background GC thread (`Options::blob_gc_live_ratio` > 0): every
+/// `interval`, one [`collect`] pass at that ratio; it also releases files
+/// kept for snapshots that have ended since. Exits at shutdown.
+pub(crate) fn spawn_background(
+    inner: &Arc<DbInner>,
+    ratio: f64,
+    interval: std::time::Duration,
+) -> Result<std::thread::JoinHandle<()>> {
+    let inner = inner.clone();
+    std::thread::Builder::new()
+        .name("shale-blob-gc".to_owned())
+        .spawn(move || {
+            let mut next = std::time::Instant::now() + interval;
+            loop {
+                // Sleep in short steps so shutdown is not delayed.
+                while std::time::Instant::now() < next {
+                    if inner.shutting_down.load(Ordering::Acquire) {
+                        return;
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(20).min(interval));
+                }
+                if inner.shutting_down.load(Ordering::Acquire) {
+                    return;
+                }
+                match collect(&inner, ratio) {
+                    Ok(_) | Err(crate::error::Error::Closed) => {}
+                    Err(e) => tracing::warn!("value-file GC failed: {e}"),
+                }
+                next = std::time::Instant::now() + interval;
+            }
+        })
+        .map_err(|e| crate::error::Error::io("spawn thread", "shale-blob-gc", e))
+}

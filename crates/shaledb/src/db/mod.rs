@@ -311,6 +311,12 @@ impl Db {
         if db.inner.opts.background_threads {
             *db.owner.threads.lock() = background::spawn(&db.inner)?;
         }
+        let gc_ratio = db.inner.opts.blob_gc_live_ratio;
+        if gc_ratio > 0.0 && db.inner.blobs.is_some() {
+            let interval = std::time::Duration::from_millis(db.inner.opts.blob_gc_interval_ms);
+            let t = crate::blob::gc::spawn_background(&db.inner, gc_ratio, interval)?;
+            db.owner.threads.lock().push(t);
+        }
         Ok(db)
     }
 

@@ -83,6 +83,13 @@ pub struct Options {
     /// dirty-page writeback (docs/benchmarks.md, "Key-value separation").
     /// Each write group waits for the device. Off by default.
     pub blob_direct_io: bool,
+    /// Background garbage collection of value files: with a ratio in
+    /// (0, 1], a thread runs [`crate::Db::collect_blob_garbage`] with it every
+    /// `blob_gc_interval_ms` (files whose live bytes are below that share of
+    /// their record bytes are rewritten). 0 (the default) = only when called.
+    pub blob_gc_live_ratio: f64,
+    /// Milliseconds between background GC passes.
+    pub blob_gc_interval_ms: u64,
 }
 
 impl Default for Options {
@@ -120,6 +127,8 @@ impl Default for Options {
             min_blob_size: 0,
             blob_file_size: 256 << 20,
             blob_direct_io: false,
+            blob_gc_live_ratio: 0.0,
+            blob_gc_interval_ms: 10_000,
         }
     }
 }
@@ -135,6 +144,8 @@ impl std::fmt::Debug for Options {
             .field("min_blob_size", &self.min_blob_size)
             .field("blob_file_size", &self.blob_file_size)
             .field("blob_direct_io", &self.blob_direct_io)
+            .field("blob_gc_live_ratio", &self.blob_gc_live_ratio)
+            .field("blob_gc_interval_ms", &self.blob_gc_interval_ms)
             .finish_non_exhaustive()
     }
 }
@@ -166,6 +177,12 @@ impl Options {
         }
         if !(1024..=1 << 20).contains(&self.block_size) {
             return Err(bad("block_size", "must be between 1 KiB and 1 MiB"));
+        }
+        if !(0.0..=1.0).contains(&self.blob_gc_live_ratio) {
+            return Err(bad("blob_gc_live_ratio", "must be between 0 and 1"));
+        }
+        if self.blob_gc_live_ratio > 0.0 && self.blob_gc_interval_ms == 0 {
+            return Err(bad("blob_gc_interval_ms", "must be at least 1"));
         }
         if self.min_blob_size > 0 && self.blob_file_size < 64 << 10 {
             return Err(bad("blob_file_size", "must be at least 64 KiB"));
