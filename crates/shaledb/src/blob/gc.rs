@@ -19,7 +19,8 @@ use super::{BlobFile, BlobStore};
 use crate::db::DbInner;
 use crate::error::Result;
 use crate::types::ValueKind;
-use std::collections::BTreeSet;
+use crate::write_batch::{BatchOp, WriteBatch};
+use std::collections::{BTreeSet, HashSet};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -234,4 +235,58 @@ pub(crate) fn spawn_background(
             }
         })
         .map_err(|e| crate::error::Error::io("spawn thread", "shale-blob-gc", e))
+}
+
+/// Turns the re-point requests of blob GC in a write group into BlobIndex
+/// puts of the keys whose newest entry still is the old BlobIndex. Called
+/// by the group-commit leader (holding `wal`, so no other group is being
+/// applied) with each member's (batch, re-point request, disable_wal); a key
+/// also written by an earlier member of the group (or a cf with a range
+/// delete in it) is left alone, as that write is newer. An empty re-point
+/// batch is not logged.
+pub(crate) fn apply_repoints<'a>(
+    inner: &DbInner,
+    group: impl Iterator<
+        Item = (
+            &'a mut WriteBatch,
+            &'a mut Option<Vec<Repoint>>,
+            &'a mut bool,
+        ),
+    >,
+) -> Result<()> {
+    let mut group: Vec<_> = group.collect();
+    if group.iter().all(|(_, r, _)| r.is_none()) {
+        return Ok(());
+    }
+    let mut written: HashSet<(u32, Vec<u8>)> = HashSet::new();
+    let mut ranged: HashSet<u32> = HashSet::new();
+    for (batch, repoint, disable_wal) in group.iter_mut() {
+        if let Some(reps) = repoint.take() {
+            let mut b = WriteBatch::new();
+            for r in reps {
+                if ranged.contains(&r.cf) || written.contains(&(r.cf, r.key.clone())) {
+                    continue;
+                }
+                let cur = crate::db::read::latest_raw(inner, r.cf, &r.key)?;
+                if matches!(&cur, Some((ValueKind::BlobIndex, v)) if v.as_slice() == r.old) {
+                    b.put_blob_index_cf(r.cf, &r.key, &r.new);
+                }
+            }
+            if b.is_empty() {
+                **disable_wal = true;
+            }
+            **batch = b;
+        }
+        for op in batch.iter().map_while(|op| op.ok()) {
+            match op {
+                BatchOp::RangeDelete { cf, .. } => {
+                    ranged.insert(cf);
+                }
+                op => {
+                    written.insert((op.cf(), op.key().to_vec()));
+                }
+            }
+        }
+    }
+    Ok(())
 }

@@ -56,7 +56,10 @@ pub struct Options {
     pub max_manifest_size: u64,
     /// Largest key accepted.
     pub max_key_size: usize,
-    /// Largest value accepted.
+    /// Largest value accepted. Without key-value separation, `max_key_size +
+    /// max_value_size` must fit 3/4 of an extent; with it (a positive
+    /// `min_blob_size`), only values below `min_blob_size` must, so large
+    /// values can be accepted (up to 4 GiB).
     pub max_value_size: usize,
     /// Run background flush and compaction (tests may turn it off and drive them by hand).
     pub background_threads: bool,
@@ -224,11 +227,28 @@ impl Options {
             ));
         }
         // An entry must fit an extent with room for index, filter and footer.
+        // With key-value separation, a value of `min_blob_size` bytes or more
+        // never enters an extent (its entry holds a 24-byte BlobIndex), so
+        // only smaller values count.
         let entry_room = self.extent_size / 4 * 3;
-        if self.max_key_size == 0 || self.max_key_size + self.max_value_size > entry_room {
+        let inline_value = if self.min_blob_size > 0 {
+            self.max_value_size.min(self.min_blob_size)
+        } else {
+            self.max_value_size
+        };
+        if self.max_key_size == 0 || self.max_key_size + inline_value > entry_room {
             return Err(bad(
                 "max_value_size",
-                format!("max_key_size + max_value_size must be positive and at most 3/4 of an extent ({entry_room} bytes)"),
+                format!("max_key_size + max_value_size (values below min_blob_size, if set) must be positive and at most 3/4 of an extent ({entry_room} bytes)"),
+            ));
+        }
+        if self.min_blob_size > 0
+            && (self.max_key_size > u32::MAX as usize - 1
+                || self.max_value_size > u32::MAX as usize)
+        {
+            return Err(bad(
+                "max_value_size",
+                "value files store key and value lengths in 32 bits".to_string(),
             ));
         }
         Ok(())

@@ -19,7 +19,7 @@ use crate::types::ValueKind;
 use crate::wal::LogWriter;
 use crate::write_batch::{BatchOp, WriteBatch};
 use parking_lot::{Condvar, Mutex};
-use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -36,7 +36,7 @@ struct Pending {
     /// before the batch gets its sequence (`crate::txn::serializable`).
     check: Option<ReadCheck>,
     /// Blob GC: the leader replaces `batch` by BlobIndex puts of the keys
-    /// that still point at the old record (`apply_repoints`).
+    /// that still point at the old record (`blob::gc::apply_repoints`).
     repoint: Option<Vec<Repoint>>,
 }
 
@@ -277,7 +277,12 @@ fn lead_group(
     }
     make_room(inner, &mut wal)?;
     check_reads(inner, group, rejected)?;
-    apply_repoints(inner, group)?;
+    crate::blob::gc::apply_repoints(
+        inner,
+        group
+            .iter_mut()
+            .map(|p| (&mut p.batch, &mut p.repoint, &mut p.disable_wal)),
+    )?;
     if let Some(blobs) = inner.blobs.as_ref().filter(|b| b.min_blob_size > 0) {
         // Values first: the WAL records written below point into them
         // (docs/architecture.md, crash argument).
@@ -445,48 +450,6 @@ fn check_reads(
         kept.push(p);
     }
     *group = kept;
-    Ok(())
-}
-
-/// Turns the re-point requests of blob GC in `group` into BlobIndex puts
-/// of the keys whose newest entry still is the old BlobIndex. Runs in the
-/// leader (holding `wal`, so no other group is being applied); a key also
-/// written by an earlier member of this group (or a cf with a range delete
-/// in it) is left alone, as that write is newer.
-fn apply_repoints(inner: &Arc<DbInner>, group: &mut [Pending]) -> Result<()> {
-    if group.iter().all(|p| p.repoint.is_none()) {
-        return Ok(());
-    }
-    let mut written: HashSet<(u32, Vec<u8>)> = HashSet::new();
-    let mut ranged: HashSet<u32> = HashSet::new();
-    for p in group.iter_mut() {
-        if let Some(reps) = p.repoint.take() {
-            let mut b = WriteBatch::new();
-            for r in reps {
-                if ranged.contains(&r.cf) || written.contains(&(r.cf, r.key.clone())) {
-                    continue;
-                }
-                let cur = super::read::latest_raw(inner, r.cf, &r.key)?;
-                if matches!(&cur, Some((ValueKind::BlobIndex, v)) if v.as_slice() == r.old) {
-                    b.put_blob_index_cf(r.cf, &r.key, &r.new);
-                }
-            }
-            if b.is_empty() {
-                p.disable_wal = true;
-            }
-            p.batch = b;
-        }
-        for op in p.batch.iter().map_while(|op| op.ok()) {
-            match op {
-                BatchOp::RangeDelete { cf, .. } => {
-                    ranged.insert(cf);
-                }
-                op => {
-                    written.insert((op.cf(), op.key().to_vec()));
-                }
-            }
-        }
-    }
     Ok(())
 }
 
