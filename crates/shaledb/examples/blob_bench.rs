@@ -1,13 +1,15 @@
 //! Write throughput of 4 KiB values with and without key-value separation.
 //!
-//! `cargo run --release -p shaledb --example blob_bench -- DIR GIB THREADS MIN_BLOB_SIZE [direct] [read]`
+//! `cargo run --release -p shaledb --example blob_bench -- DIR GIB THREADS MIN_BLOB_SIZE [direct] [directread] [read] [dropcache] [gc]`
 //!
 //! Writes `GIB` GiB of 8-byte keys with 4 KiB values (sync off) from
 //! `THREADS` threads into a fresh database in `DIR`, prints MB/s of value
 //! bytes (and the time to close, which flushes nothing: close does not
 //! wait for compaction). `MIN_BLOB_SIZE` 0 keeps values inline. `direct`
-//! writes value files with `O_DIRECT` (`Options::blob_direct_io`). With
-//! `read`, it then reopens and reads n keys back
+//! writes value files with `O_DIRECT` (`Options::blob_direct_io`);
+//! `directread` reads values with it (`Options::blob_direct_reads`). With
+//! `read`, it then reopens (after dropping the page cache with `dropcache`,
+//! which needs root) and reads n keys back
 //! (pseudo-random order, checking each value) and reports MB/s. With `gc`,
 //! before closing it overwrites every second key with a new 4 KiB value and
 //! reports the value-file bytes, live bytes and space amplification before
@@ -31,6 +33,7 @@ fn opts(min_blob_size: usize, blob_direct_io: bool) -> Options {
     Options {
         min_blob_size,
         blob_direct_io,
+        blob_direct_reads: std::env::args().skip(5).any(|a| a == "directread"),
         max_value_size: 1 << 20,
         ..Options::default()
     }
@@ -39,7 +42,7 @@ fn opts(min_blob_size: usize, blob_direct_io: bool) -> Options {
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.len() < 5 {
-        eprintln!("usage: blob_bench DIR GIB THREADS MIN_BLOB_SIZE [direct] [read]");
+        eprintln!("usage: blob_bench DIR GIB THREADS MIN_BLOB_SIZE [direct] [directread] [read] [dropcache] [gc]");
         std::process::exit(2);
     }
     let dir = std::path::PathBuf::from(&args[1]);
@@ -89,6 +92,11 @@ fn main() {
     db.close().unwrap();
     println!("close: {:.2} s", t1.elapsed().as_secs_f64());
     if read {
+        if args.iter().skip(5).any(|a| a == "dropcache") {
+            // Needs root; a failure is reported, not fatal.
+            let r = std::fs::write("/proc/sys/vm/drop_caches", "3");
+            println!("drop caches: {r:?}");
+        }
         let db = Db::open(&dir, opts(min, direct)).unwrap();
         let next = Arc::new(AtomicU64::new(0));
         let t0 = Instant::now();

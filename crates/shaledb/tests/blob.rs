@@ -326,13 +326,14 @@ fn damaged_value_file_gives_corruption_naming_file_and_offset() {
 }
 
 #[test]
-fn direct_io_value_files_read_back_gc_and_reopen() {
+fn direct_io_value_files_and_direct_reads_gc_and_reopen() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("db");
     let o = Options {
         min_blob_size: MIN,
         blob_file_size: 64 << 10,
         blob_direct_io: true,
+        blob_direct_reads: true,
         ..Options::default()
     };
     let db = Db::open(&dir, o.clone()).unwrap();

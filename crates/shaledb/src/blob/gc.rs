@@ -51,6 +51,16 @@ pub(crate) struct Repoint {
     pub new: [u8; 24],
 }
 
+/// A handle for scanning `f`: its own buffered one when values are read
+/// with `O_DIRECT` (a scan reads many small headers).
+fn scan_file(store: &BlobStore, f: &BlobFile) -> Result<Arc<dyn crate::env::RandomAccessFile>> {
+    if store.direct_reads {
+        store.fs.open_random(&f.path)
+    } else {
+        Ok(f.file.clone())
+    }
+}
+
 fn oldest_snapshot(inner: &DbInner) -> Option<u64> {
     inner.snapshots.sequences().first().copied()
 }
@@ -103,7 +113,7 @@ pub(crate) fn collect(inner: &Arc<DbInner>, max_live_ratio: f64) -> Result<BlobG
         stats.files_scanned += 1;
         // Pass 1: live bytes.
         let (mut live, mut total) = (0u64, 0u64);
-        scan(f.file.as_ref(), &f.path, |r| {
+        scan(scan_file(store, &f)?.as_ref(), &f.path, |r| {
             let len = r.value.len() as u64;
             total += len;
             if is_live(inner, r.cf, &r.key, f.number, r.offset)? {
@@ -155,7 +165,7 @@ fn rewrite(
     let mut repoints = Vec::new();
     let mut buf = Vec::new();
     let mut pos = HEADER_LEN as u64;
-    let end = scan(f.file.as_ref(), &f.path, |r| {
+    let end = scan(scan_file(store, f)?.as_ref(), &f.path, |r| {
         if !is_live(inner, r.cf, &r.key, f.number, r.offset)? {
             return Ok(());
         }

@@ -49,11 +49,15 @@ impl BlobFile {
         fs: &Arc<dyn FileSystem>,
         dir: &Path,
         number: u64,
-        bytes: u64,
-        sealed: bool,
+        (bytes, sealed): (u64, bool),
+        direct_reads: bool,
     ) -> Result<Self> {
         let path = format::blob_path(dir, number);
-        let file = fs.open_random(&path)?;
+        let file = if direct_reads {
+            fs.open_random_direct(&path)?
+        } else {
+            fs.open_random(&path)?
+        };
         Ok(BlobFile {
             number,
             path,
@@ -128,6 +132,8 @@ pub(crate) struct BlobStore {
     file_size: u64,
     /// Value files are written with `O_DIRECT` where supported.
     direct: bool,
+    /// Values are read with `O_DIRECT` where supported (GC scans are not).
+    direct_reads: bool,
     files: RwLock<Arc<FileSet>>,
     /// The file the group-commit leader appends to (created lazily).
     active: Mutex<Option<writer::ActiveFile>>,
@@ -152,6 +158,7 @@ impl BlobStore {
         min_blob_size: usize,
         file_size: u64,
         direct: bool,
+        direct_reads: bool,
     ) -> Result<BlobStore> {
         let mut numbers: Vec<u64> = fs
             .list_dir(dir)?
@@ -165,7 +172,8 @@ impl BlobStore {
             // A file emptied by the cut stays (a WAL record pointing into
             // it is then found torn by recovery); GC removes it later.
             let size = fs.file_size(&format::blob_path(dir, n))?;
-            set.insert(n, Arc::new(BlobFile::new(&fs, dir, n, size, true)?));
+            let f = BlobFile::new(&fs, dir, n, (size, true), direct_reads)?;
+            set.insert(n, Arc::new(f));
         }
         let next = numbers.last().map_or(1, |n| n + 1);
         Ok(BlobStore {
@@ -174,6 +182,7 @@ impl BlobStore {
             min_blob_size,
             file_size,
             direct,
+            direct_reads,
             files: RwLock::new(Arc::new(set)),
             active: Mutex::new(None),
             unsynced: Mutex::new(Vec::new()),

@@ -48,8 +48,8 @@ impl BlobStore {
             &self.fs,
             &self.dir,
             number,
-            HEADER_LEN as u64,
-            false,
+            (HEADER_LEN as u64, false),
+            self.direct_reads,
         )?);
         Ok(NewFile {
             w,

@@ -86,6 +86,10 @@ pub struct Options {
     /// dirty-page writeback (docs/benchmarks.md, "Key-value separation").
     /// Each write group waits for the device. Off by default.
     pub blob_direct_io: bool,
+    /// Read values with `O_DIRECT` (Linux, where supported): point reads
+    /// and scans go to the device, so the page cache neither hides it nor
+    /// fills with values. Off by default.
+    pub blob_direct_reads: bool,
     /// Background garbage collection of value files: with a ratio in
     /// (0, 1], a thread runs [`crate::Db::collect_blob_garbage`] with it every
     /// `blob_gc_interval_ms` (files whose live bytes are below that share of
@@ -130,6 +134,7 @@ impl Default for Options {
             min_blob_size: 0,
             blob_file_size: 256 << 20,
             blob_direct_io: false,
+            blob_direct_reads: false,
             blob_gc_live_ratio: 0.0,
             blob_gc_interval_ms: 10_000,
         }
@@ -147,6 +152,7 @@ impl std::fmt::Debug for Options {
             .field("min_blob_size", &self.min_blob_size)
             .field("blob_file_size", &self.blob_file_size)
             .field("blob_direct_io", &self.blob_direct_io)
+            .field("blob_direct_reads", &self.blob_direct_reads)
             .field("blob_gc_live_ratio", &self.blob_gc_live_ratio)
             .field("blob_gc_interval_ms", &self.blob_gc_interval_ms)
             .finish_non_exhaustive()

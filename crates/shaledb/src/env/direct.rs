@@ -149,6 +149,79 @@ impl WritableFile for DirectWritable {
     }
 }
 
+/// A file read with `O_DIRECT` (values read past the page cache, so the
+/// cache neither hides the device nor fills with values). Each read covers
+/// the aligned blocks around the requested bytes, into an aligned buffer,
+/// and copies the requested bytes out.
+pub struct DirectRandom {
+    file: File,
+    path: PathBuf,
+}
+
+impl DirectRandom {
+    /// Opens `path` read-only with `O_DIRECT`; `None` if the file system
+    /// refuses it.
+    pub fn open(path: &Path) -> Result<Option<DirectRandom>> {
+        let opened = OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_DIRECT)
+            .open(path);
+        match opened {
+            Ok(file) => Ok(Some(DirectRandom {
+                file,
+                path: path.to_owned(),
+            })),
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => Ok(None),
+            Err(e) => Err(Error::io("open", path, e)),
+        }
+    }
+}
+
+impl super::RandomAccessFile for DirectRandom {
+    fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        let start = offset / ALIGN as u64 * ALIGN as u64;
+        let head = (offset - start) as usize;
+        let span = (head + buf.len()).div_ceil(ALIGN) * ALIGN;
+        let mut aligned = AlignedBuf::with_capacity(span);
+        aligned.len = span;
+        let Some(dst) = aligned.store.get_mut(aligned.off..aligned.off + span) else {
+            return Err(Error::io(
+                "pread",
+                &self.path,
+                std::io::Error::other("aligned buffer too small"),
+            ));
+        };
+        // The last block may extend past the end of the file: read what is
+        // there and check that the requested bytes were covered.
+        let mut got = 0;
+        while got < head + buf.len() {
+            let n = self
+                .file
+                .read_at(dst.get_mut(got..).unwrap_or_default(), start + got as u64)
+                .map_err(|e| Error::io("pread", &self.path, e))?;
+            if n == 0 {
+                return Err(Error::io(
+                    "pread",
+                    &self.path,
+                    std::io::Error::from(std::io::ErrorKind::UnexpectedEof),
+                ));
+            }
+            got += n;
+        }
+        let src = dst.get(head..head + buf.len()).unwrap_or_default();
+        buf.copy_from_slice(src);
+        Ok(())
+    }
+
+    fn len(&self) -> Result<u64> {
+        Ok(self
+            .file
+            .metadata()
+            .map_err(|e| Error::io("fstat", &self.path, e))?
+            .len())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

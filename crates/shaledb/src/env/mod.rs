@@ -84,6 +84,12 @@ pub trait FileSystem: Send + Sync + 'static {
     fn open_sequential(&self, path: &Path) -> Result<Box<dyn SequentialFile>>;
     /// Opens a file for reads at offsets.
     fn open_random(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>>;
+    /// Opens a file for reads at offsets that bypass the page cache where
+    /// the file system supports it (value files with
+    /// `Options::blob_direct_reads`). Default: `open_random`.
+    fn open_random_direct(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {
+        self.open_random(path)
+    }
     /// Opens (creating if missing) a data file for offset writes and reads.
     fn open_extent_file(&self, path: &Path) -> Result<Arc<dyn ExtentFile>>;
     /// Atomically renames `from` to `to`, replacing `to`.

@@ -171,6 +171,14 @@ impl FileSystem for PosixFs {
         }))
     }
 
+    #[cfg(target_os = "linux")]
+    fn open_random_direct(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {
+        match super::direct::DirectRandom::open(path)? {
+            Some(r) => Ok(Arc::new(r)),
+            None => self.open_random(path),
+        }
+    }
+
     fn open_extent_file(&self, path: &Path) -> Result<Arc<dyn ExtentFile>> {
         let file = OpenOptions::new()
             .read(true)
