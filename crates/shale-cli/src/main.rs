@@ -59,6 +59,13 @@ struct Cli {
     /// Write value files with O_DIRECT.
     #[arg(long)]
     blob_direct_io: bool,
+    /// Read values with O_DIRECT.
+    #[arg(long)]
+    blob_direct_reads: bool,
+    /// Background value-file GC: rewrite files whose live share is below
+    /// this ratio (0 = off).
+    #[arg(long, default_value_t = 0.0)]
+    blob_gc_live_ratio: f64,
     #[command(subcommand)]
     cmd: Cmd,
 }
@@ -174,6 +181,8 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
         recovery_memory_limit: cli.recovery_memory_mb << 20,
         min_blob_size: cli.min_blob_size,
         blob_direct_io: cli.blob_direct_io,
+        blob_direct_reads: cli.blob_direct_reads,
+        blob_gc_live_ratio: cli.blob_gc_live_ratio,
         ..Options::default()
     };
     if let Some(n) = cli.recovery_threads {
