@@ -41,6 +41,8 @@ pub struct BlobGcStats {
     pub files_waiting: u64,
     /// Live bytes / record bytes over the files scanned (1.0 if none).
     pub live_ratio: f64,
+    /// Files left alone because a record before their end failed its check.
+    pub files_damaged: u64,
 }
 
 /// A GC request to the leader: point `key` at `new` if it still points at `old`.
@@ -113,7 +115,8 @@ pub(crate) fn collect(inner: &Arc<DbInner>, max_live_ratio: f64) -> Result<BlobG
         stats.files_scanned += 1;
         // Pass 1: live bytes.
         let (mut live, mut total) = (0u64, 0u64);
-        scan(scan_file(store, &f)?.as_ref(), &f.path, |r| {
+        let file = scan_file(store, &f)?;
+        let end = scan(file.as_ref(), &f.path, |r| {
             let len = r.value.len() as u64;
             total += len;
             if is_live(inner, r.cf, &r.key, f.number, r.offset)? {
@@ -121,6 +124,20 @@ pub(crate) fn collect(inner: &Arc<DbInner>, max_live_ratio: f64) -> Result<BlobG
             }
             Ok(())
         })?;
+        // A sealed file ends in its footer or (cut at open) at its last
+        // whole record; a bad record before that is damage. Rewriting would
+        // drop the live records after it: leave the file alone (reads of
+        // the damaged record report it as Corruption).
+        if let ScanEnd::Torn(at) = end {
+            if at < file.len()? {
+                tracing::warn!(
+                    "value file {} damaged at {at}: not collected",
+                    f.path.display()
+                );
+                stats.files_damaged += 1;
+                continue;
+            }
+        }
         live_all += live;
         total_all += total;
         let ratio = if total == 0 {
