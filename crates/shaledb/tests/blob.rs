@@ -100,6 +100,9 @@ fn large_values_go_to_value_files_and_read_back() {
     let db = Db::open("/db", opts(&fs)).unwrap();
     assert_eq!(collect(db.iter(&ReadOptions::default()).unwrap()), want);
     assert!(db.property("shale.stats").unwrap().contains("value files:"));
+    let files = prop(&db, "shale.blob-file-count");
+    let checked = db.verify_checksums().unwrap();
+    assert!(checked >= files, "{checked} < {files} value files");
 }
 
 #[test]
@@ -310,6 +313,12 @@ fn damaged_value_file_gives_corruption_naming_file_and_offset() {
     bytes[second + 16 + 1 + 100] ^= 0x01; // a value byte of "b"
     std::fs::write(&path, &bytes).unwrap();
     let db = Db::open(&dir, o).unwrap();
+    match db.verify_checksums() {
+        Err(Error::Corruption { file, offset, .. }) => {
+            assert_eq!((file, offset), (path.clone(), second as u64));
+        }
+        other => panic!("verify_checksums: expected corruption, got {other:?}"),
+    }
     assert_eq!(db.get(b"a").unwrap(), Some(big(1, 0)));
     match db.get(b"b") {
         Err(Error::Corruption { file, offset, .. }) => {

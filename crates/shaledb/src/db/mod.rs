@@ -523,8 +523,10 @@ impl Db {
         crate::blob::gc::collect(&self.inner, max_live_ratio)
     }
 
-    /// Verifies every block checksum of every extent; the first damage is an
-    /// `Error::Corruption` naming the file and offset.
+    /// Verifies every block checksum of every extent and every record
+    /// checksum of every sealed value file; the first damage is an
+    /// `Error::Corruption` naming the file and offset. Returns the number of
+    /// extents and value files checked.
     pub fn verify_checksums(&self) -> Result<u64> {
         let version: Arc<Version> = self.inner.versions.current();
         let mut n = 0;
@@ -533,6 +535,9 @@ impl Db {
                 ext.reader(false)?.verify_checksums()?;
                 n += 1;
             }
+        }
+        if let Some(blobs) = &self.inner.blobs {
+            n += crate::blob::reader::verify_files(blobs)?;
         }
         Ok(n)
     }
