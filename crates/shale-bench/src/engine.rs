@@ -65,6 +65,13 @@ pub struct EngineOptions {
     /// Writers of a commit group insert into the memtable in parallel
     /// (`--allow_concurrent_memtable_write`, db_bench's name; ShaleDB's commit pipeline).
     pub concurrent_memtable_insert: bool,
+    /// Key-value separation (`--enable_blob_files` with `--min_blob_size`, db_bench's
+    /// names): values of at least this many bytes go to value files; 0 = off.
+    pub min_blob_size: u64,
+    /// Value files written with O_DIRECT (`--blob_direct_io`, ShaleDB only).
+    pub blob_direct_io: bool,
+    /// Values read with O_DIRECT (`--use_direct_reads`, db_bench's name).
+    pub direct_reads: bool,
 }
 
 /// Options of one write, like RocksDB's `WriteOptions`.

@@ -103,6 +103,14 @@ pub struct Flags {
     pub device_limits: String,
     /// `--allow_concurrent_memtable_write` (db_bench's name): parallel memtable insert.
     pub allow_concurrent_memtable_write: bool,
+    /// `--enable_blob_files` (db_bench's name): key-value separation with `--min_blob_size`.
+    pub enable_blob_files: bool,
+    /// `--min_blob_size`: values of at least this many bytes go to value files.
+    pub min_blob_size: u64,
+    /// `--blob_direct_io`: write value files with O_DIRECT (ShaleDB).
+    pub blob_direct_io: bool,
+    /// `--use_direct_reads` (db_bench's name): read values with O_DIRECT (ShaleDB: value files).
+    pub use_direct_reads: bool,
     /// `--drop_caches`: drop the OS page cache between phases of `contest` and before the
     /// reopen of `recover` (when permitted).
     pub drop_caches: bool,
@@ -167,6 +175,10 @@ impl Default for Flags {
             device_limits: String::new(),
             drop_caches: true,
             allow_concurrent_memtable_write: false,
+            enable_blob_files: false,
+            min_blob_size: 0,
+            blob_direct_io: false,
+            use_direct_reads: false,
             recovery_threads: -1,
             isolation: TxnIsolation::Snapshot,
             txn_ops: 4,
@@ -229,6 +241,10 @@ const HELP: &[(&str, &str, &str)] = &[
     ("transaction_lock_timeout", "1000", "txnmix: milliseconds a row-lock request waits before a lock timeout (db_bench's default is 100; ShaleDB's and RocksDB TransactionDB's 1000)"),
     ("recover_threads_list", "\"\"", "recover: comma-separated recovery thread counts; the same WAL is replayed once per entry (from a copy of the killed DB), each reported as recover_t<N> (ShaleDB: 0 or 1 = serial). Empty: one reopen with --recovery_threads"),
     ("allow_concurrent_memtable_write", "false", "Writers of a commit group insert their batches into the memtable in parallel (ShaleDB's commit pipeline); false = the group leader inserts all"),
+    ("enable_blob_files", "false", "Key-value separation: values of at least --min_blob_size bytes go to value files (RocksDB BlobDB's and db_bench's name; ShaleDB: Options::min_blob_size)"),
+    ("min_blob_size", "0", "With --enable_blob_files: smallest value stored in a value file"),
+    ("blob_direct_io", "false", "ShaleDB: write value files with O_DIRECT (Options::blob_direct_io)"),
+    ("use_direct_reads", "false", "ShaleDB: read values from value files with O_DIRECT (Options::blob_direct_reads)"),
     ("drop_caches", "true", "contest, recover: drop the OS page cache (sync; echo 3 > /proc/sys/vm/drop_caches) before read phases and before the timed reopen, when permitted"),
 ];
 
@@ -267,6 +283,9 @@ fn kind(name: &str) -> &'static str {
         | "statistics"
         | "progress_reports"
         | "drop_caches"
+        | "enable_blob_files"
+        | "blob_direct_io"
+        | "use_direct_reads"
         | "allow_concurrent_memtable_write" => "bool",
         "benchmarks"
         | "compression_type"
@@ -373,6 +392,10 @@ impl Flags {
             "recover_bytes" => self.recover_bytes = parse_num(name, v)?,
             "device_limits" => self.device_limits = v.to_string(),
             "drop_caches" => self.drop_caches = parse_bool(name, v)?,
+            "enable_blob_files" => self.enable_blob_files = parse_bool(name, v)?,
+            "min_blob_size" => self.min_blob_size = parse_num(name, v)?,
+            "blob_direct_io" => self.blob_direct_io = parse_bool(name, v)?,
+            "use_direct_reads" => self.use_direct_reads = parse_bool(name, v)?,
             "allow_concurrent_memtable_write" => {
                 self.allow_concurrent_memtable_write = parse_bool(name, v)?
             }

@@ -194,6 +194,9 @@ mod tests {
             statistics: false,
             recovery_threads: None,
             concurrent_memtable_insert: true,
+            min_blob_size: 0,
+            blob_direct_io: false,
+            direct_reads: false,
         }
     }
 

@@ -40,6 +40,13 @@ pub fn engine_options(flags: &Flags) -> EngineOptions {
         statistics: flags.statistics,
         recovery_threads: usize::try_from(flags.recovery_threads).ok(),
         concurrent_memtable_insert: flags.allow_concurrent_memtable_write,
+        min_blob_size: if flags.enable_blob_files {
+            flags.min_blob_size
+        } else {
+            0
+        },
+        blob_direct_io: flags.blob_direct_io,
+        direct_reads: flags.use_direct_reads,
     }
 }
 

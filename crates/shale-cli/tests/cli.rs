@@ -357,3 +357,48 @@ fn stats_count_writes_recovered_after_kill9() {
     };
     assert_eq!(line(&again), line(&stats));
 }
+
+/// `--min-blob-size` puts large values in value files; `get` and `scan`
+/// read them, and `stats` (opened without the flag) reports the value files
+/// and their live ratio, which drops after half the keys are overwritten
+/// with small values.
+#[test]
+fn value_files_through_the_cli() {
+    let dir = tempfile::tempdir().unwrap();
+    let big = "x".repeat(500);
+    let input: String = (0..200).map(|i| format!("k{i:03}\t{big}{i}\n")).collect();
+    let out = run(
+        shale(dir.path(), &["--create", "--min-blob-size", "100", "load"]),
+        &input,
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let out = run(shale(dir.path(), &["get", "k007"]), "");
+    assert_eq!(text(&out.stdout).trim_end(), format!("{big}7"));
+    let stats = text(&run(shale(dir.path(), &["stats"]), "").stdout);
+    assert!(stats.contains("value files: 1 files"), "{stats}");
+    let ratio = |stats: &str| -> f64 {
+        stats
+            .lines()
+            .find_map(|l| l.split("live ratio ").nth(1))
+            .unwrap()
+            .trim_end_matches(')')
+            .parse()
+            .unwrap()
+    };
+    let before = ratio(&stats);
+    assert!(before > 0.9, "{stats}");
+    let small: String = (0..100).map(|i| format!("k{i:03}\tsmall\n")).collect();
+    let out = run(shale(dir.path(), &["load"]), &small);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stats = text(&run(shale(dir.path(), &["stats"]), "").stdout);
+    let after = ratio(&stats);
+    assert!((0.4..0.6).contains(&after), "{before} -> {after}\n{stats}");
+    let out = run(
+        shale(dir.path(), &["scan", "--limit", "2", "--from", "k150"]),
+        "",
+    );
+    assert_eq!(
+        text(&out.stdout),
+        format!("k150\t{big}150\nk151\t{big}151\n")
+    );
+}

@@ -36,12 +36,14 @@
 //! | `version` | extent metadata, versions, manifest, extent space |
 //! | `iter` | iterator trait, merging iterator |
 //! | `compaction` | flush-merge and level compaction |
+//! | `blob` | key-value separation: value files, BlobIndex, value GC |
 //! | `db` | the public `Db`: write path, read path, recovery |
 //! | `txn` | row locks, transactions, read sets, two-phase commit |
 
 // The public API (what `include/` is to LevelDB): everything a user names is
 // re-exported below; the layers themselves are private to the crate, so they
 // can change without breaking users.
+mod blob;
 mod cache;
 mod compaction;
 mod db;
@@ -57,6 +59,7 @@ mod version;
 mod wal;
 mod write_batch;
 
+pub use blob::BlobGcStats;
 pub use db::{CfId, Db, DbIterator, Options, ReadOptions, Snapshot, WriteOptions};
 pub use error::{Error, Result};
 pub use extent::CompressionType;

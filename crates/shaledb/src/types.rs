@@ -35,11 +35,14 @@ pub enum ValueKind {
     Put = 1,
     /// A range tombstone `[key, value)`; value holds the exclusive end key.
     RangeDelete = 2,
+    /// A value stored in a value file; the entry's value is the 24-byte
+    /// BlobIndex pointing at it (docs/format-blob.md).
+    BlobIndex = 3,
 }
 
 /// The kind used in seek targets: the largest, so a seek for `(k, s)` lands
 /// on the newest entry of `k` with sequence `<= s`.
-pub const KIND_FOR_SEEK: ValueKind = ValueKind::RangeDelete;
+pub const KIND_FOR_SEEK: ValueKind = ValueKind::BlobIndex;
 
 impl ValueKind {
     /// Decodes a kind byte; `None` for an unknown byte.
@@ -48,8 +51,14 @@ impl ValueKind {
             0 => Some(ValueKind::Delete),
             1 => Some(ValueKind::Put),
             2 => Some(ValueKind::RangeDelete),
+            3 => Some(ValueKind::BlobIndex),
             _ => None,
         }
+    }
+
+    /// True for the kinds that carry a value a read returns (`Put`, `BlobIndex`).
+    pub fn is_value(self) -> bool {
+        matches!(self, ValueKind::Put | ValueKind::BlobIndex)
     }
 }
 

@@ -9,7 +9,8 @@
 //! ```
 //!
 //! `kind` is the [`ValueKind`] byte: 0 Delete (no value), 1 Put, 2
-//! RangeDelete (the value is the exclusive end key). Kinds 0x10..=0x12 are
+//! RangeDelete (the value is the exclusive end key), 3 BlobIndex (the value
+//! is a 24-byte reference into a value file, docs/format-blob.md; engine only). Kinds 0x10..=0x12 are
 //! two-phase-commit markers ([`TxnMarker`]): at most one, right after the
 //! header, not counted in `count`; the engine writes them, a user batch
 //! carrying one is refused. Kinds 0x13..=0x1F are reserved.
@@ -88,6 +89,16 @@ pub enum BatchOp<'a> {
         /// User key.
         key: &'a [u8],
     },
+    /// Sets `key` to a value stored in a value file: `index` is the 24-byte
+    /// BlobIndex (docs/format-blob.md). Only the engine writes these.
+    BlobIndex {
+        /// Column family id.
+        cf: u32,
+        /// User key.
+        key: &'a [u8],
+        /// Encoded BlobIndex.
+        index: &'a [u8],
+    },
     /// Deletes every key in `[begin, end)`.
     RangeDelete {
         /// Column family id.
@@ -106,6 +117,7 @@ impl<'a> BatchOp<'a> {
             BatchOp::Put { .. } => ValueKind::Put,
             BatchOp::Delete { .. } => ValueKind::Delete,
             BatchOp::RangeDelete { .. } => ValueKind::RangeDelete,
+            BatchOp::BlobIndex { .. } => ValueKind::BlobIndex,
         }
     }
     /// Column family id.
@@ -113,13 +125,16 @@ impl<'a> BatchOp<'a> {
         match *self {
             BatchOp::Put { cf, .. }
             | BatchOp::Delete { cf, .. }
+            | BatchOp::BlobIndex { cf, .. }
             | BatchOp::RangeDelete { cf, .. } => cf,
         }
     }
     /// The key (the begin key of a range delete).
     pub fn key(&self) -> &'a [u8] {
         match *self {
-            BatchOp::Put { key, .. } | BatchOp::Delete { key, .. } => key,
+            BatchOp::Put { key, .. }
+            | BatchOp::Delete { key, .. }
+            | BatchOp::BlobIndex { key, .. } => key,
             BatchOp::RangeDelete { begin, .. } => begin,
         }
     }
@@ -128,6 +143,7 @@ impl<'a> BatchOp<'a> {
     pub fn value(&self) -> &'a [u8] {
         match *self {
             BatchOp::Put { value, .. } => value,
+            BatchOp::BlobIndex { index, .. } => index,
             BatchOp::Delete { .. } => &[],
             BatchOp::RangeDelete { end, .. } => end,
         }
@@ -263,6 +279,24 @@ impl WriteBatch {
     pub fn delete_range_cf(&mut self, cf: u32, begin: &[u8], end: &[u8]) {
         self.push(ValueKind::RangeDelete, cf, begin, Some(end));
         self.note_lens(begin.len().max(end.len()), 0);
+    }
+
+    /// Stores `key` in column family `cf` as a reference to a value file
+    /// (`index` is an encoded BlobIndex). Engine only: user batches
+    /// carrying one are refused by the write path.
+    pub(crate) fn put_blob_index_cf(&mut self, cf: u32, key: &[u8], index: &[u8]) {
+        self.push(ValueKind::BlobIndex, cf, key, Some(index));
+        self.note_lens(key.len(), index.len());
+    }
+
+    /// Appends a decoded op unchanged.
+    pub(crate) fn push_op(&mut self, op: &BatchOp<'_>) {
+        match *op {
+            BatchOp::Put { cf, key, value } => self.put_cf(cf, key, value),
+            BatchOp::Delete { cf, key } => self.delete_cf(cf, key),
+            BatchOp::RangeDelete { cf, begin, end } => self.delete_range_cf(cf, begin, end),
+            BatchOp::BlobIndex { cf, key, index } => self.put_blob_index_cf(cf, key, index),
+        }
     }
 
     /// Number of ops (saturates at `u32::MAX`; see [`Self::check`]).
@@ -502,6 +536,11 @@ fn decode_op<'a>(r: &mut Reader<'a>) -> Result<BatchOp<'a>, BatchDecodeError> {
             value: r.length_prefixed().ok_or(Truncated)?,
         },
         ValueKind::Delete => BatchOp::Delete { cf, key },
+        ValueKind::BlobIndex => BatchOp::BlobIndex {
+            cf,
+            key,
+            index: r.length_prefixed().ok_or(Truncated)?,
+        },
         ValueKind::RangeDelete => BatchOp::RangeDelete {
             cf,
             begin: key,
@@ -716,7 +755,7 @@ mod tests {
         );
 
         // Reserved 2PC kinds and unknown kinds.
-        for kind in [0x13u8, 0x1F, 3, 0xFF] {
+        for kind in [0x13u8, 0x1F, 4, 0xFF] {
             let mut bad = good.clone();
             bad[BATCH_HEADER_LEN] = kind;
             let wb = WriteBatch::from_data(bad).expect("header");

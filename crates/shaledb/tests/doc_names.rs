@@ -62,6 +62,12 @@ const EXTERNAL: &[&str] = &[
     "CARGO_TARGET_DIR",
     // bench/txn_suite.py (Python, not scanned)
     "SHALE_LEVELS",
+    // Linux kernel functions in perf profiles (docs/benchmarks.md, key-value separation)
+    "finish_task_switch",
+    "sched_yield",
+    "copy_folio_from_iter_atomic",
+    // fio's sync_file_range option
+    "wait_after",
     // report lines shale-bench formats as `recover_t<N>`
     "recover_t1",
     "recover_t2",

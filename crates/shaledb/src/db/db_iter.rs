@@ -47,11 +47,20 @@ pub struct DbIterator {
     /// may still read its files, even after every `Db` handle is gone.
     _db: Arc<DbInner>,
     _snap: Option<Snapshot>,
+    /// The value files around the snapshot sequence (blob/mod.rs): a
+    /// BlobIndex entry this iterator can see points into one of them.
+    blobs: crate::blob::FileView,
+    /// Resolve BlobIndex entries to their values (`false`: raw indexes, for
+    /// the engine's own accounting).
+    resolve_blobs: bool,
+    /// The current entry is a BlobIndex (raw mode only: resolved otherwise).
+    value_is_blob: bool,
 }
 
 pub(crate) fn new_iterator(inner: &Arc<DbInner>, ro: &ReadOptions, cf: u32) -> Result<DbIterator> {
     inner.check_open()?;
-    let (sv, snapshot) = super::read::read_view(inner, ro);
+    let (blobs, (sv, snapshot)) =
+        crate::blob::FileView::around(inner.blobs.as_deref(), || super::read::read_view(inner, ro));
     let cfs = sv
         .cfs
         .get(&cf)
@@ -90,7 +99,18 @@ pub(crate) fn new_iterator(inner: &Arc<DbInner>, ro: &ReadOptions, cf: u32) -> R
         _sv: sv,
         _db: inner.clone(),
         _snap: ro.snapshot.clone(),
+        blobs,
+        resolve_blobs: true,
+        value_is_blob: false,
     })
+}
+
+/// An iterator that yields BlobIndex entries unresolved (see
+/// [`DbIterator::value_is_blob`]): the live-byte accounting of value files.
+pub(crate) fn new_raw_iterator(inner: &Arc<DbInner>, cf: u32) -> Result<DbIterator> {
+    let mut it = new_iterator(inner, &ReadOptions::default(), cf)?;
+    it.resolve_blobs = false;
+    Ok(it)
 }
 
 impl DbIterator {
@@ -247,11 +267,13 @@ impl DbIterator {
             let skipping = skip.as_deref() == Some(p.user_key);
             if p.seq <= self.snapshot && !skipping {
                 // Newest visible entry of this user key decides.
-                if p.kind == ValueKind::Put && !self.covered(p.user_key, p.seq) {
+                if p.kind.is_value() && !self.covered(p.user_key, p.seq) {
+                    self.value_is_blob = p.kind == ValueKind::BlobIndex;
                     self.key.clear();
                     self.key.extend_from_slice(p.user_key);
                     self.value.clear();
                     self.value.extend_from_slice(self.inner.value());
+                    self.resolve_value()?;
                     self.valid = true;
                     return Ok(());
                 }
@@ -283,7 +305,8 @@ impl DbIterator {
                     // Passed into the previous user key with a result in hand.
                     break;
                 }
-                if p.kind == ValueKind::Put && !self.covered(p.user_key, p.seq) {
+                if p.kind.is_value() && !self.covered(p.user_key, p.seq) {
+                    self.value_is_blob = p.kind == ValueKind::BlobIndex;
                     self.key.clear();
                     self.key.extend_from_slice(p.user_key);
                     self.value.clear();
@@ -304,11 +327,33 @@ impl DbIterator {
                 }
             }
         }
+        if found {
+            self.resolve_value()?;
+        }
         self.valid = found;
         if !found {
             self.key.clear();
             self.value.clear();
         }
         Ok(())
+    }
+
+    /// Replaces a BlobIndex in `value` by the value it points at.
+    fn resolve_value(&mut self) -> Result<()> {
+        if self.value_is_blob && self.resolve_blobs {
+            self.value = crate::blob::reader::read_value(
+                &self.blobs,
+                &self._db.dir,
+                &self.key,
+                &self.value,
+            )?;
+            self.value_is_blob = false;
+        }
+        Ok(())
+    }
+
+    /// Raw iterators only: the current value is an encoded BlobIndex.
+    pub(crate) fn value_is_blob(&self) -> bool {
+        self.value_is_blob
     }
 }

@@ -56,7 +56,10 @@ pub struct Options {
     pub max_manifest_size: u64,
     /// Largest key accepted.
     pub max_key_size: usize,
-    /// Largest value accepted.
+    /// Largest value accepted. Without key-value separation, `max_key_size +
+    /// max_value_size` must fit 3/4 of an extent; with it (a positive
+    /// `min_blob_size`), only values below `min_blob_size` must, so large
+    /// values can be accepted (up to 4 GiB).
     pub max_value_size: usize,
     /// Run background flush and compaction (tests may turn it off and drive them by hand).
     pub background_threads: bool,
@@ -71,6 +74,29 @@ pub struct Options {
     /// stay under it (see `db/replay_budget.rs`). 0 (the default) derives it:
     /// `write_buffer_size * max_write_buffer_number`. Otherwise at least 1 MiB.
     pub recovery_memory_limit: usize,
+    /// Key-value separation (docs/format-blob.md): a put whose value has at
+    /// least this many bytes stores the value once in a value file and only
+    /// a 24-byte reference in the WAL and the LSM. 0 (the default) = off.
+    pub min_blob_size: usize,
+    /// Bytes after which a value file is sealed and a new one started.
+    pub blob_file_size: u64,
+    /// Write value files with `O_DIRECT` (Linux, where the file system
+    /// supports it; else buffered): the values bypass the page cache, so
+    /// sustained writes run at device speed rather than at the speed of
+    /// dirty-page writeback (docs/benchmarks.md, "Key-value separation").
+    /// Each write group waits for the device. Off by default.
+    pub blob_direct_io: bool,
+    /// Read values with `O_DIRECT` (Linux, where supported): point reads
+    /// and scans go to the device, so the page cache neither hides it nor
+    /// fills with values. Off by default.
+    pub blob_direct_reads: bool,
+    /// Background garbage collection of value files: with a ratio in
+    /// (0, 1], a thread runs [`crate::Db::collect_blob_garbage`] with it every
+    /// `blob_gc_interval_ms` (files whose live bytes are below that share of
+    /// their record bytes are rewritten). 0 (the default) = only when called.
+    pub blob_gc_live_ratio: f64,
+    /// Milliseconds between background GC passes.
+    pub blob_gc_interval_ms: u64,
 }
 
 impl Default for Options {
@@ -105,6 +131,12 @@ impl Default for Options {
             background_threads: true,
             recovery_threads: default_recovery_threads(),
             recovery_memory_limit: 0,
+            min_blob_size: 0,
+            blob_file_size: 256 << 20,
+            blob_direct_io: false,
+            blob_direct_reads: false,
+            blob_gc_live_ratio: 0.0,
+            blob_gc_interval_ms: 10_000,
         }
     }
 }
@@ -117,6 +149,12 @@ impl std::fmt::Debug for Options {
             .field("num_levels", &self.num_levels)
             .field("recovery_threads", &self.recovery_threads)
             .field("recovery_memory_limit", &self.recovery_memory_limit)
+            .field("min_blob_size", &self.min_blob_size)
+            .field("blob_file_size", &self.blob_file_size)
+            .field("blob_direct_io", &self.blob_direct_io)
+            .field("blob_direct_reads", &self.blob_direct_reads)
+            .field("blob_gc_live_ratio", &self.blob_gc_live_ratio)
+            .field("blob_gc_interval_ms", &self.blob_gc_interval_ms)
             .finish_non_exhaustive()
     }
 }
@@ -148,6 +186,15 @@ impl Options {
         }
         if !(1024..=1 << 20).contains(&self.block_size) {
             return Err(bad("block_size", "must be between 1 KiB and 1 MiB"));
+        }
+        if !(0.0..=1.0).contains(&self.blob_gc_live_ratio) {
+            return Err(bad("blob_gc_live_ratio", "must be between 0 and 1"));
+        }
+        if self.blob_gc_live_ratio > 0.0 && self.blob_gc_interval_ms == 0 {
+            return Err(bad("blob_gc_interval_ms", "must be at least 1"));
+        }
+        if self.min_blob_size > 0 && self.blob_file_size < 64 << 10 {
+            return Err(bad("blob_file_size", "must be at least 64 KiB"));
         }
         if self.block_restart_interval == 0 {
             return Err(bad("block_restart_interval", "must be at least 1"));
@@ -186,11 +233,28 @@ impl Options {
             ));
         }
         // An entry must fit an extent with room for index, filter and footer.
+        // With key-value separation, a value of `min_blob_size` bytes or more
+        // never enters an extent (its entry holds a 24-byte BlobIndex), so
+        // only smaller values count.
         let entry_room = self.extent_size / 4 * 3;
-        if self.max_key_size == 0 || self.max_key_size + self.max_value_size > entry_room {
+        let inline_value = if self.min_blob_size > 0 {
+            self.max_value_size.min(self.min_blob_size)
+        } else {
+            self.max_value_size
+        };
+        if self.max_key_size == 0 || self.max_key_size + inline_value > entry_room {
             return Err(bad(
                 "max_value_size",
-                format!("max_key_size + max_value_size must be positive and at most 3/4 of an extent ({entry_room} bytes)"),
+                format!("max_key_size + max_value_size (values below min_blob_size, if set) must be positive and at most 3/4 of an extent ({entry_room} bytes)"),
+            ));
+        }
+        if self.min_blob_size > 0
+            && (self.max_key_size > u32::MAX as usize - 1
+                || self.max_value_size > u32::MAX as usize)
+        {
+            return Err(bad(
+                "max_value_size",
+                "value files store key and value lengths in 32 bits".to_string(),
             ));
         }
         Ok(())

@@ -32,33 +32,58 @@ pub(crate) fn get(
     key: &[u8],
 ) -> Result<Option<Vec<u8>>> {
     inner.check_open()?;
-    let (sv, snapshot) = read_view(inner, ro);
+    // The value files around the sequence: every file a visible BlobIndex
+    // points at is in the view (blob/mod.rs, "Lifetime of a value file").
+    let (files, (sv, snapshot)) =
+        crate::blob::FileView::around(inner.blobs.as_deref(), || read_view(inner, ro));
     let cfs = sv
         .cfs
         .get(&cf)
         .ok_or_else(|| Error::ColumnFamilyNotFound(cf.to_string()))?;
     inner.stats.gets.fetch_add(1, Ordering::Relaxed);
-    get_in_cf(cfs, key, snapshot)
+    match get_in_cf(cfs, key, snapshot)? {
+        Some((ValueKind::BlobIndex, index)) => {
+            crate::blob::reader::read_value(&files, &inner.dir, key, &index).map(Some)
+        }
+        Some((_, value)) => Ok(Some(value)),
+        None => Ok(None),
+    }
 }
 
-/// Resolves a hit against the newest covering range tombstone seen so far.
-fn resolve(hit: Hit, max_tombstone: SequenceNumber) -> Option<Vec<u8>> {
-    if hit.seq < max_tombstone {
+/// Resolves a hit against the newest covering range tombstone seen so far:
+/// the kind (`Put` or `BlobIndex`) and the stored value, or `None`.
+fn resolve(hit: Hit, max_tombstone: SequenceNumber) -> Option<(ValueKind, Vec<u8>)> {
+    if hit.seq < max_tombstone || !hit.kind.is_value() {
         return None;
     }
-    match hit.kind {
-        ValueKind::Put => Some(hit.value),
-        ValueKind::Delete | ValueKind::RangeDelete => None,
-    }
+    Some((hit.kind, hit.value))
 }
 
+/// The newest visible value entry of `key` at `snapshot`, unresolved: a
+/// `BlobIndex` entry's value is the index.
 pub(crate) fn get_in_cf(
     cfs: &CfSuper,
     key: &[u8],
     snapshot: SequenceNumber,
-) -> Result<Option<Vec<u8>>> {
+) -> Result<Option<(ValueKind, Vec<u8>)>> {
     let (hit, max_tomb) = newest_in_cf(cfs, key, snapshot)?;
     Ok(hit.and_then(|h| resolve(h, max_tomb)))
+}
+
+/// The newest entry of `key` in `cf` including unpublished writes,
+/// unresolved (`None` if deleted, absent or the cf is gone). Blob GC uses
+/// it to tell live records from dead ones and, in the group-commit leader,
+/// to re-point only keys that still point at the rewritten record.
+pub(crate) fn latest_raw(
+    inner: &DbInner,
+    cf: u32,
+    key: &[u8],
+) -> Result<Option<(ValueKind, Vec<u8>)>> {
+    let sv = inner.sv.read().clone();
+    let Some(cfs) = sv.cfs.get(&cf) else {
+        return Ok(None);
+    };
+    get_in_cf(cfs, key, MAX_SEQUENCE)
 }
 
 /// The sequence of the newest version of `key` in `cf` (a put, a delete or a

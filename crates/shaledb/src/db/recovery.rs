@@ -205,6 +205,27 @@ pub(crate) fn read_segments(
         while let Some((offset, record)) = reader.read_record()? {
             let batch = WriteBatch::from_data(record)
                 .map_err(|e| Error::corruption(&*path, offset, format!("bad write batch: {e}")))?;
+            if !blob_refs_present(inner, &batch) {
+                // A power loss kept this unsynced WAL record but not the
+                // unsynced values it points at: it was never acknowledged
+                // durable, and no later record was synced (a synced group
+                // syncs the value files first). Cut the log here, as a torn
+                // tail, so recovery keeps a prefix (docs/architecture.md).
+                sink.barrier()?;
+                if !last {
+                    return Err(Error::corruption(
+                        &*path,
+                        offset,
+                        "WAL record points past the end of a value file",
+                    ));
+                }
+                tracing::warn!(
+                    "truncating WAL {} at {offset}: its values did not survive",
+                    path.display()
+                );
+                inner.fs.truncate(&path, offset)?;
+                return Ok(max_seq);
+            }
             let end = batch.sequence() + batch.sequences_used().saturating_sub(1);
             max_seq = max_seq.max(end);
             if let Some(marker) = batch.txn_marker() {
@@ -235,6 +256,25 @@ pub(crate) fn read_segments(
     }
     sink.barrier()?;
     Ok(max_seq)
+}
+
+/// False if a BlobIndex op of `batch` points past the end of its value
+/// file (a missing file is fine: GC deleted it, see
+/// `blob::reader::record_in_bounds`). Checks lengths only: no value is read.
+fn blob_refs_present(inner: &DbInner, batch: &WriteBatch) -> bool {
+    let Some(blobs) = &inner.blobs else {
+        return true;
+    };
+    if !batch.applies_data() {
+        return true;
+    }
+    let files = blobs.current();
+    batch.iter().map_while(|op| op.ok()).all(|op| match op {
+        crate::write_batch::BatchOp::BlobIndex { key, index, .. } => {
+            crate::blob::reader::record_in_bounds(&files, key, index)
+        }
+        _ => true,
+    })
 }
 
 /// Applies one 2PC marker to the in-doubt set; `Err(reason)` if the log

@@ -134,7 +134,10 @@ fn memtable_bytes(inner: &DbInner) -> usize {
     st.active.memory_usage() + st.frozen.iter().map(|g| g.memory_usage()).sum::<usize>()
 }
 
-pub(crate) fn property(inner: &DbInner, name: &str) -> Option<String> {
+pub(crate) fn property(inner: &std::sync::Arc<DbInner>, name: &str) -> Option<String> {
+    if name.starts_with("shale.blob-") {
+        return crate::blob::property(inner, name);
+    }
     let s = &inner.stats;
     let v = inner.versions.current();
     let level_arg = |prefix: &str| {
@@ -206,6 +209,9 @@ fn stats_string(inner: &DbInner) -> String {
         memtable_bytes(inner)
     );
     let _ = writeln!(out, "frozen memtables: {}", inner.state.lock().frozen.len());
+    if let Some(line) = crate::blob::stats_line(inner) {
+        let _ = writeln!(out, "{line}");
+    }
     let _ = writeln!(
         out,
         "recovery: peak memtable bytes {} (limit {})",

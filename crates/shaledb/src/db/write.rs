@@ -11,6 +11,7 @@
 
 use super::options::WriteOptions;
 use super::{background, DbInner, WalState};
+use crate::blob::gc::Repoint;
 use crate::error::{Error, Result};
 use crate::txn::marker::TxnMarker;
 use crate::txn::serializable::{self, GroupWrites, ReadCheck};
@@ -34,6 +35,9 @@ struct Pending {
     /// A Serializable transaction's reads, validated by the leader right
     /// before the batch gets its sequence (`crate::txn::serializable`).
     check: Option<ReadCheck>,
+    /// Blob GC: the leader replaces `batch` by BlobIndex puts of the keys
+    /// that still point at the old record (`blob::gc::apply_repoints`).
+    repoint: Option<Vec<Repoint>>,
 }
 
 #[derive(Default)]
@@ -107,11 +111,32 @@ fn enqueue(inner: &Arc<DbInner>, wo: &WriteOptions, batch: WriteBatch) -> Result
     enqueue_checked(inner, wo, batch, None)
 }
 
+/// Entry point of blob GC's re-point write: a synced write of BlobIndex
+/// puts, each made only if its key still points at the old record.
+pub(crate) fn write_repoints(inner: &Arc<DbInner>, repoints: Vec<Repoint>) -> Result<()> {
+    inner.check_open()?;
+    let wo = WriteOptions {
+        sync: true,
+        ..WriteOptions::default()
+    };
+    enqueue_pending(inner, &wo, WriteBatch::new(), None, Some(repoints))
+}
+
 fn enqueue_checked(
     inner: &Arc<DbInner>,
     wo: &WriteOptions,
     batch: WriteBatch,
     check: Option<ReadCheck>,
+) -> Result<()> {
+    enqueue_pending(inner, wo, batch, check, None)
+}
+
+fn enqueue_pending(
+    inner: &Arc<DbInner>,
+    wo: &WriteOptions,
+    batch: WriteBatch,
+    check: Option<ReadCheck>,
+    repoint: Option<Vec<Repoint>>,
 ) -> Result<()> {
     let q = &inner.write;
     let mut qs = q.state.lock();
@@ -123,6 +148,7 @@ fn enqueue_checked(
         sync: wo.sync,
         disable_wal: wo.disable_wal,
         check,
+        repoint,
     });
     let mut polled = false;
     loop {
@@ -212,6 +238,11 @@ fn validate(inner: &DbInner, batch: &WriteBatch) -> Result<()> {
         let op = op.map_err(|e| Error::InvalidArgument(format!("malformed batch: {e}")))?;
         let cf = match op {
             BatchOp::Put { cf, .. } | BatchOp::Delete { cf, .. } => cf,
+            BatchOp::BlobIndex { .. } => {
+                return Err(Error::InvalidArgument(
+                    "a user write batch may not carry a BlobIndex op".into(),
+                ))
+            }
             BatchOp::RangeDelete { cf, begin, end } => {
                 if begin >= end {
                     return Err(Error::InvalidArgument(
@@ -246,6 +277,21 @@ fn lead_group(
     }
     make_room(inner, &mut wal)?;
     check_reads(inner, group, rejected)?;
+    crate::blob::gc::apply_repoints(
+        inner,
+        group
+            .iter_mut()
+            .map(|p| (&mut p.batch, &mut p.repoint, &mut p.disable_wal)),
+    )?;
+    if let Some(blobs) = inner.blobs.as_ref().filter(|b| b.min_blob_size > 0) {
+        // Values first: the WAL records written below point into them
+        // (docs/architecture.md, crash argument).
+        let sync = group.iter().any(|p| p.sync);
+        if let Err(e) = blobs.separate(group.iter_mut().map(|p| &mut p.batch), sync) {
+            set_bg_error(inner, e.clone());
+            return Err(e);
+        }
+    }
     let first_seq = wal.last_sequence + 1;
     let mut seq = first_seq;
     let mut need_sync = false;
@@ -430,6 +476,7 @@ pub(crate) fn insert_batch<'a>(
         let op = op.map_err(|e| Error::InvalidArgument(format!("malformed batch: {e}")))?;
         let (cf, kind, key, value) = match op {
             BatchOp::Put { cf, key, value } => (cf, ValueKind::Put, key, value),
+            BatchOp::BlobIndex { cf, key, index } => (cf, ValueKind::BlobIndex, key, index),
             BatchOp::Delete { cf, key } => (cf, ValueKind::Delete, key, &[][..]),
             BatchOp::RangeDelete { cf, begin, end } => (cf, ValueKind::RangeDelete, begin, end),
         };
@@ -528,6 +575,14 @@ pub(crate) fn switch_memtable(inner: &Arc<DbInner>, wal: &mut WalState) -> Resul
     // Sync the finished segment *before* the next one exists, so that only the
     // last segment can ever have a torn tail (recovery relies on it). A failure
     // means the file's state is unknown: stop.
+    // The value files first: the segment's BlobIndex records must not be
+    // durable while the values they point at are not.
+    if let Some(blobs) = &inner.blobs {
+        if let Err(e) = blobs.sync_active() {
+            set_bg_error(inner, e.clone());
+            return Err(e);
+        }
+    }
     if let Some(old) = wal.writer.as_mut() {
         if let Err(e) = old.sync() {
             set_bg_error(inner, e.clone());

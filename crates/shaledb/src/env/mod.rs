@@ -12,6 +12,8 @@
 //! Error policy: an I/O error from `sync` is sticky in the engine (the file's
 //! state is unknown after a failed fsync), so callers never retry a sync.
 
+#[cfg(target_os = "linux")]
+pub mod direct;
 pub mod fault;
 pub mod mem;
 pub mod posix;
@@ -69,12 +71,25 @@ pub trait FileLock: Send + Sync {}
 pub trait FileSystem: Send + Sync + 'static {
     /// Creates (or truncates) a file for appending.
     fn create(&self, path: &Path) -> Result<Box<dyn WritableFile>>;
+    /// Creates (or truncates) a file for appending that bypasses the page
+    /// cache where the file system supports it (value files with
+    /// `Options::blob_direct_io`). The file may hold up to 4 KiB of zeros
+    /// past [`WritableFile::len`] until it is truncated. Default: `create`.
+    fn create_direct(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
+        self.create(path)
+    }
     /// Opens an existing file for appending at its end (WAL segment reuse).
     fn open_append(&self, path: &Path) -> Result<Box<dyn WritableFile>>;
     /// Opens a file for sequential reading.
     fn open_sequential(&self, path: &Path) -> Result<Box<dyn SequentialFile>>;
     /// Opens a file for reads at offsets.
     fn open_random(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>>;
+    /// Opens a file for reads at offsets that bypass the page cache where
+    /// the file system supports it (value files with
+    /// `Options::blob_direct_reads`). Default: `open_random`.
+    fn open_random_direct(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {
+        self.open_random(path)
+    }
     /// Opens (creating if missing) a data file for offset writes and reads.
     fn open_extent_file(&self, path: &Path) -> Result<Arc<dyn ExtentFile>>;
     /// Atomically renames `from` to `to`, replacing `to`.

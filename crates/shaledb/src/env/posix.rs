@@ -130,6 +130,14 @@ impl FileSystem for PosixFs {
         }))
     }
 
+    #[cfg(target_os = "linux")]
+    fn create_direct(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
+        match super::direct::DirectWritable::create(path)? {
+            Some(w) => Ok(Box::new(w)),
+            None => self.create(path),
+        }
+    }
+
     fn open_append(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
         let file = OpenOptions::new()
             .append(true)
@@ -161,6 +169,14 @@ impl FileSystem for PosixFs {
             file,
             path: path.to_owned(),
         }))
+    }
+
+    #[cfg(target_os = "linux")]
+    fn open_random_direct(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {
+        match super::direct::DirectRandom::open(path)? {
+            Some(r) => Ok(Arc::new(r)),
+            None => self.open_random(path),
+        }
     }
 
     fn open_extent_file(&self, path: &Path) -> Result<Arc<dyn ExtentFile>> {

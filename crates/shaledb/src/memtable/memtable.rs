@@ -127,7 +127,7 @@ impl MemTable {
                 // Release: a reader that sees the count also sees the push.
                 self.range_del_count.store(list.len(), Ordering::Release);
             }
-            ValueKind::Put | ValueKind::Delete => {
+            ValueKind::Put | ValueKind::Delete | ValueKind::BlobIndex => {
                 if !self.list.insert(user_key, pack_trailer(seq, kind), value) {
                     return;
                 }
@@ -135,7 +135,7 @@ impl MemTable {
         }
         let s = &self.stats;
         s.num_entries.fetch_add(1, Ordering::Relaxed);
-        if kind != ValueKind::Put {
+        if !kind.is_value() {
             s.num_deletes.fetch_add(1, Ordering::Relaxed);
         }
         // Loads first: sequences mostly grow, so the RMW is rarely needed for

@@ -287,7 +287,10 @@ pub(crate) fn write_locks(writes: &WriteBatch) -> Result<Vec<(CfId, Vec<u8>)>> {
     let mut keys = Vec::with_capacity(writes.count() as usize);
     for op in writes.iter() {
         let op = op.map_err(|e| Error::InvalidArgument(format!("malformed batch: {e}")))?;
-        if let BatchOp::Put { cf, key, .. } | BatchOp::Delete { cf, key } = op {
+        if let BatchOp::Put { cf, key, .. }
+        | BatchOp::BlobIndex { cf, key, .. }
+        | BatchOp::Delete { cf, key } = op
+        {
             keys.push((cf, key.to_vec()));
         }
     }

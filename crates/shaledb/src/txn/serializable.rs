@@ -71,7 +71,9 @@ impl GroupWrites {
         }
         for op in batch.iter().map_while(|op| op.ok()) {
             match op {
-                BatchOp::Put { cf, key, .. } | BatchOp::Delete { cf, key } => {
+                BatchOp::Put { cf, key, .. }
+                | BatchOp::BlobIndex { cf, key, .. }
+                | BatchOp::Delete { cf, key } => {
                     self.keys.insert((cf, key.to_vec()));
                 }
                 BatchOp::RangeDelete { cf, .. } => {

@@ -1,0 +1,328 @@
+//! Key-value separation: large values live in append-only value files
+//! (`NNNNNN.blob`); the LSM keeps a 24-byte [`format::BlobIndex`] under the
+//! entry kind `BlobIndex`. Byte layout: docs/format-blob.md.
+//!
+//! - `format.rs`: header, record, footer and index codecs.
+//! - `writer.rs`: the active value file, appended by the group-commit leader.
+//! - `reader.rs`: point reads of a value and record scans.
+//! - `gc.rs`: garbage collection (rewrite live records, re-point keys).
+//!
+//! Lifetime of a value file: readers (gets, iterators) clone the current
+//! [`FileSet`] before and after they read the visible sequence
+//! ([`FileView`]), so every file a BlobIndex they can see points at is in
+//! one of the two. GC removes a rewritten
+//! file from the current set only when no snapshot older than the re-point
+//! write exists; the file itself is unlinked when the last `Arc` of its
+//! [`BlobFile`] (held by file sets of in-flight readers) drops.
+
+pub(crate) mod format;
+pub(crate) mod gc;
+pub(crate) mod reader;
+pub(crate) mod writer;
+
+use crate::env::{FileSystem, RandomAccessFile};
+use crate::error::Result;
+use parking_lot::{Mutex, RwLock};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+pub use gc::BlobGcStats;
+
+/// One value file, open for positioned reads.
+pub(crate) struct BlobFile {
+    pub number: u64,
+    pub path: PathBuf,
+    pub file: Arc<dyn RandomAccessFile>,
+    /// Bytes written so far (header + records + footer).
+    pub bytes: AtomicU64,
+    /// No more appends (footer written or file recovered at open).
+    pub sealed: AtomicBool,
+    /// Rewritten by GC: unlink when the last handle drops.
+    obsolete: AtomicBool,
+    fs: Arc<dyn FileSystem>,
+}
+
+impl BlobFile {
+    fn new(
+        fs: &Arc<dyn FileSystem>,
+        dir: &Path,
+        number: u64,
+        (bytes, sealed): (u64, bool),
+        direct_reads: bool,
+    ) -> Result<Self> {
+        let path = format::blob_path(dir, number);
+        let file = if direct_reads {
+            fs.open_random_direct(&path)?
+        } else {
+            fs.open_random(&path)?
+        };
+        Ok(BlobFile {
+            number,
+            path,
+            file,
+            bytes: AtomicU64::new(bytes),
+            sealed: AtomicBool::new(sealed),
+            obsolete: AtomicBool::new(false),
+            fs: fs.clone(),
+        })
+    }
+}
+
+impl Drop for BlobFile {
+    fn drop(&mut self) {
+        if self.obsolete.load(Ordering::Acquire) {
+            if let Err(e) = self.fs.remove_file(&self.path) {
+                tracing::warn!("could not remove obsolete value file: {e}");
+            }
+        }
+    }
+}
+
+/// The value files readers may use, by number.
+pub(crate) type FileSet = BTreeMap<u64, Arc<BlobFile>>;
+
+/// The value files one read (a get, or an iterator for its life) may use:
+/// the set taken *before* it read its sequence, which holds every file a
+/// GC removal could take away from it (a file leaves the set only once its
+/// re-point write is visible, so a read that saw an older sequence had the
+/// set from before), and the set taken *after*, which holds every file a
+/// write it can see points into (a file joins the set before any BlobIndex
+/// pointing into it is published).
+#[derive(Clone, Default)]
+pub(crate) struct FileView {
+    before: Arc<FileSet>,
+    after: Arc<FileSet>,
+}
+
+impl FileView {
+    /// Builds the view around `read_sequence`, which reads the sequence.
+    pub fn around<T>(store: Option<&BlobStore>, read_sequence: impl FnOnce() -> T) -> (Self, T) {
+        let Some(store) = store else {
+            return (FileView::default(), read_sequence());
+        };
+        let before = store.current();
+        let t = read_sequence();
+        let after = store.current();
+        (FileView { before, after }, t)
+    }
+
+    /// The file `number`, if this read may use it.
+    pub fn get(&self, number: u64) -> Option<&Arc<BlobFile>> {
+        self.after.get(&number).or_else(|| self.before.get(&number))
+    }
+}
+
+/// Counters of garbage collection, for properties.
+#[derive(Default)]
+pub(crate) struct BlobCounters {
+    pub gc_runs: AtomicU64,
+    pub gc_files_rewritten: AtomicU64,
+    pub gc_bytes_rewritten: AtomicU64,
+    pub gc_files_deleted: AtomicU64,
+}
+
+/// All value files of a database.
+pub(crate) struct BlobStore {
+    fs: Arc<dyn FileSystem>,
+    dir: PathBuf,
+    /// Values of at least this many bytes are separated (> 0).
+    pub min_blob_size: usize,
+    file_size: u64,
+    /// Value files are written with `O_DIRECT` where supported.
+    direct: bool,
+    /// Values are read with `O_DIRECT` where supported (GC scans are not).
+    direct_reads: bool,
+    files: RwLock<Arc<FileSet>>,
+    /// The file the group-commit leader appends to (created lazily).
+    active: Mutex<Option<writer::ActiveFile>>,
+    /// Files sealed (footer appended) but not yet fsynced: synced with the
+    /// active file before a WAL segment is synced whole.
+    unsynced: Mutex<Vec<Box<dyn crate::env::WritableFile>>>,
+    next_number: AtomicU64,
+    /// Rewritten files waiting for old snapshots: (re-point sequence, file).
+    retired: Mutex<Vec<(u64, Arc<BlobFile>)>>,
+    /// Serializes garbage collection runs.
+    gc_lock: Mutex<()>,
+    pub counters: BlobCounters,
+}
+
+impl BlobStore {
+    /// Opens the value files in `dir`: a file without a valid footer (the
+    /// active file at a crash, or one whose unsynced footer was lost) gets
+    /// its torn tail cut; all are sealed (new writes go to a new file).
+    pub fn open(
+        fs: Arc<dyn FileSystem>,
+        dir: &Path,
+        min_blob_size: usize,
+        file_size: u64,
+        direct: bool,
+        direct_reads: bool,
+    ) -> Result<BlobStore> {
+        let mut numbers: Vec<u64> = fs
+            .list_dir(dir)?
+            .iter()
+            .filter_map(|n| format::parse_blob_name(n))
+            .collect();
+        numbers.sort_unstable();
+        let mut set = FileSet::new();
+        for &n in &numbers {
+            reader::cut_torn_tail(&fs, dir, n)?;
+            // A file emptied by the cut stays (a WAL record pointing into
+            // it is then found torn by recovery); GC removes it later.
+            let size = fs.file_size(&format::blob_path(dir, n))?;
+            let f = BlobFile::new(&fs, dir, n, (size, true), direct_reads)?;
+            set.insert(n, Arc::new(f));
+        }
+        let next = numbers.last().map_or(1, |n| n + 1);
+        Ok(BlobStore {
+            fs,
+            dir: dir.to_path_buf(),
+            min_blob_size,
+            file_size,
+            direct,
+            direct_reads,
+            files: RwLock::new(Arc::new(set)),
+            active: Mutex::new(None),
+            unsynced: Mutex::new(Vec::new()),
+            next_number: AtomicU64::new(next),
+            retired: Mutex::new(Vec::new()),
+            gc_lock: Mutex::new(()),
+            counters: BlobCounters::default(),
+        })
+    }
+
+    /// The current file set (clone it before reading the visible sequence).
+    pub fn current(&self) -> Arc<FileSet> {
+        self.files.read().clone()
+    }
+
+    fn new_number(&self) -> u64 {
+        self.next_number.fetch_add(1, Ordering::AcqRel)
+    }
+
+    fn add_file(&self, f: Arc<BlobFile>) {
+        let mut files = self.files.write();
+        let mut set = FileSet::clone(&files);
+        set.insert(f.number, f);
+        *files = Arc::new(set);
+    }
+
+    /// Retires a rewritten file: it stays readable until
+    /// [`BlobStore::release_retired`] finds `gc_seq` visible and older than
+    /// every snapshot.
+    pub fn retire(&self, gc_seq: u64, f: Arc<BlobFile>) {
+        self.retired.lock().push((gc_seq, f));
+    }
+
+    /// Numbers of the retired files.
+    pub fn retired_numbers(&self) -> std::collections::BTreeSet<u64> {
+        self.retired.lock().iter().map(|(_, f)| f.number).collect()
+    }
+
+    /// Removes from the current set the retired files whose `gc_seq` is at
+    /// or below `visible` and at or below the oldest snapshot (`None`: no
+    /// snapshot is live) and marks them obsolete: each is unlinked when its
+    /// last reader drops it. Returns how many were removed.
+    pub fn release_retired(&self, visible: u64, oldest_snapshot: Option<u64>) -> usize {
+        let mut retired = self.retired.lock();
+        let (free, keep): (Vec<_>, Vec<_>) = retired
+            .drain(..)
+            .partition(|(seq, _)| *seq <= visible && oldest_snapshot.is_none_or(|s| s >= *seq));
+        *retired = keep;
+        drop(retired);
+        if free.is_empty() {
+            return 0;
+        }
+        let mut files = self.files.write();
+        let mut set = FileSet::clone(&files);
+        for (_, f) in &free {
+            f.obsolete.store(true, Ordering::Release);
+            set.remove(&f.number);
+        }
+        *files = Arc::new(set);
+        drop(files);
+        self.counters
+            .gc_files_deleted
+            .fetch_add(free.len() as u64, Ordering::Relaxed);
+        free.len()
+    }
+
+    /// (number of value files, their bytes).
+    pub fn usage(&self) -> (usize, u64) {
+        let set = self.current();
+        let bytes = set.values().map(|f| f.bytes.load(Ordering::Relaxed)).sum();
+        (set.len(), bytes)
+    }
+}
+
+/// The `shale.blob-*` properties (`None` for other names).
+///
+/// - `shale.blob-file-count`, `shale.blob-bytes`: value files and their bytes;
+/// - `shale.blob-live-bytes`: value bytes the newest LSM entries point at
+///   (scans the keys of every column family, not the values);
+/// - `shale.blob-live-ratio`: live bytes / value-file bytes (1.000 if none);
+/// - `shale.blob-gc-runs`, `shale.blob-gc-files-rewritten`,
+///   `shale.blob-gc-bytes-rewritten`, `shale.blob-gc-files-deleted`.
+pub(crate) fn property(inner: &Arc<crate::db::DbInner>, name: &str) -> Option<String> {
+    let name = name.strip_prefix("shale.blob-")?;
+    let store = inner.blobs.as_ref();
+    let (files, bytes) = store.map_or((0, 0), |s| s.usage());
+    let ld = |f: fn(&BlobCounters) -> &AtomicU64| {
+        store.map_or(0, |s| f(&s.counters).load(Ordering::Relaxed))
+    };
+    Some(match name {
+        "file-count" => files.to_string(),
+        "bytes" => bytes.to_string(),
+        "live-bytes" => live_bytes(inner).ok()?.to_string(),
+        "live-ratio" => {
+            let live = live_bytes(inner).ok()?;
+            let ratio = if bytes == 0 {
+                1.0
+            } else {
+                live as f64 / bytes as f64
+            };
+            format!("{ratio:.3}")
+        }
+        "gc-runs" => ld(|c| &c.gc_runs).to_string(),
+        "gc-files-rewritten" => ld(|c| &c.gc_files_rewritten).to_string(),
+        "gc-bytes-rewritten" => ld(|c| &c.gc_bytes_rewritten).to_string(),
+        "gc-files-deleted" => ld(|c| &c.gc_files_deleted).to_string(),
+        _ => return None,
+    })
+}
+
+/// Sum of the value lengths of the newest BlobIndex entries of all keys.
+fn live_bytes(inner: &Arc<crate::db::DbInner>) -> Result<u64> {
+    if inner.blobs.is_none() {
+        return Ok(0);
+    }
+    let cfs: Vec<u32> = inner.sv.read().cfs.keys().copied().collect();
+    let mut live = 0;
+    for cf in cfs {
+        let mut it = crate::db::db_iter::new_raw_iterator(inner, cf)?;
+        it.seek_to_first()?;
+        while it.valid() {
+            if it.value_is_blob() {
+                live += format::BlobIndex::decode(it.value()).map_or(0, |i| i.value_len);
+            }
+            it.next()?;
+        }
+    }
+    Ok(live)
+}
+
+/// One line for `shale.stats`.
+pub(crate) fn stats_line(inner: &crate::db::DbInner) -> Option<String> {
+    let s = inner.blobs.as_ref()?;
+    let (files, bytes) = s.usage();
+    let c = &s.counters;
+    Some(format!(
+        "value files: {files} files, {bytes} bytes; gc: {} runs, {} files rewritten, {} bytes rewritten, {} files deleted",
+        c.gc_runs.load(Ordering::Relaxed),
+        c.gc_files_rewritten.load(Ordering::Relaxed),
+        c.gc_bytes_rewritten.load(Ordering::Relaxed),
+        c.gc_files_deleted.load(Ordering::Relaxed),
+    ))
+}

@@ -1,0 +1,226 @@
+//! Reads of value files: one positioned read per value, record scans for GC
+//! and for cutting a torn tail at open.
+
+use super::format::{self, BlobIndex, RecordHeader, FOOTER_LEN, HEADER_LEN, RECORD_HEADER_LEN};
+use super::{BlobFile, FileSet, FileView};
+use crate::env::{FileSystem, RandomAccessFile};
+use crate::error::{Error, Result};
+use std::path::Path;
+use std::sync::Arc;
+
+/// Resolves the BlobIndex `index` (the LSM value) of `key` to the value.
+/// Damage of any kind is `Error::Corruption` naming the file and offset.
+pub(crate) fn read_value(
+    files: &FileView,
+    dir: &Path,
+    key: &[u8],
+    index: &[u8],
+) -> Result<Vec<u8>> {
+    let idx = BlobIndex::decode(index).ok_or_else(|| {
+        Error::corruption(
+            dir,
+            0,
+            format!("malformed BlobIndex of {} bytes", index.len()),
+        )
+    })?;
+    let Some(file) = files.get(idx.file) else {
+        return Err(Error::corruption(
+            format::blob_path(dir, idx.file),
+            idx.offset,
+            "value file missing",
+        ));
+    };
+    read_in_file(file, key, &idx)
+}
+
+/// False if the record a BlobIndex of `key` points at extends past the end
+/// of its value file (recovery's check; lengths only). A missing file is
+/// not a torn tail: a file's name is durable before any record in it can
+/// be referenced, so a missing file was deleted by GC after the keys it
+/// held were re-pointed or overwritten by later writes.
+pub(crate) fn record_in_bounds(files: &FileSet, key: &[u8], index: &[u8]) -> bool {
+    let Some(idx) = BlobIndex::decode(index) else {
+        return true; // not a length question: a read reports the damage
+    };
+    let Some(file) = files.get(&idx.file) else {
+        return true;
+    };
+    let Some(len) = idx.record_len(key.len()) else {
+        return true;
+    };
+    idx.offset
+        .checked_add(len as u64)
+        .is_some_and(|end| end <= file.bytes.load(std::sync::atomic::Ordering::Acquire))
+}
+
+fn read_in_file(file: &BlobFile, key: &[u8], idx: &BlobIndex) -> Result<Vec<u8>> {
+    let bad = |reason: &str| Error::corruption(&file.path, idx.offset, reason.to_string());
+    let len = idx
+        .record_len(key.len())
+        .ok_or_else(|| bad("BlobIndex length overflows"))?;
+    let mut buf = vec![0u8; len];
+    file.file
+        .read_exact_at(idx.offset, &mut buf)
+        .map_err(|e| match e {
+            Error::Io { source, .. } if source.kind() == std::io::ErrorKind::UnexpectedEof => {
+                bad("record extends past the end of the value file")
+            }
+            other => other,
+        })?;
+    let h = RecordHeader::decode(&buf).ok_or_else(|| bad("short record"))?;
+    if h.key_len as usize != key.len() || u64::from(h.value_len) != idx.value_len {
+        return Err(bad("record lengths differ from the BlobIndex"));
+    }
+    let rec = format::decode_record(&buf).map_err(bad)?;
+    if rec.key != key {
+        return Err(bad("record holds another key"));
+    }
+    let start = RECORD_HEADER_LEN + key.len();
+    buf.truncate(start + rec.value.len());
+    buf.drain(..start);
+    Ok(buf)
+}
+
+/// One record found by a scan.
+pub(crate) struct ScannedRecord {
+    pub offset: u64,
+    pub cf: u32,
+    pub key: Vec<u8>,
+    pub value: Vec<u8>,
+}
+
+/// How a scan ended.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum ScanEnd {
+    /// A valid footer at this offset.
+    Footer(u64),
+    /// End of file, or a record that does not check, at this offset.
+    Torn(u64),
+}
+
+/// Checks the header of `file` at `path`.
+fn check_header(file: &dyn RandomAccessFile, path: &Path) -> Result<()> {
+    let mut h = [0u8; HEADER_LEN];
+    file.read_exact_at(0, &mut h)
+        .map_err(|_| Error::corruption(path, 0, "value file shorter than its header"))?;
+    match format::check_header(&h) {
+        Ok(()) => Ok(()),
+        Err(format::HeaderError::Version(version)) => Err(Error::UnsupportedVersion {
+            file: path.to_path_buf(),
+            version,
+        }),
+        Err(format::HeaderError::Bad(why)) => Err(Error::corruption(path, 0, why)),
+    }
+}
+
+/// Calls `f` for each valid record of a value file, front to back, until
+/// the footer or the first record that does not check.
+pub(crate) fn scan(
+    file: &dyn RandomAccessFile,
+    path: &Path,
+    mut f: impl FnMut(ScannedRecord) -> Result<()>,
+) -> Result<ScanEnd> {
+    let size = file.len()?;
+    if size == 0 {
+        return Ok(ScanEnd::Torn(0)); // created, nothing survived a crash
+    }
+    check_header(file, path)?;
+    let mut pos = HEADER_LEN as u64;
+    loop {
+        let mut hb = [0u8; RECORD_HEADER_LEN];
+        if pos + RECORD_HEADER_LEN as u64 > size || file.read_exact_at(pos, &mut hb).is_err() {
+            return Ok(ScanEnd::Torn(pos));
+        }
+        let Some(h) = RecordHeader::decode(&hb) else {
+            return Ok(ScanEnd::Torn(pos));
+        };
+        if h.key_len == format::FOOTER_MARK {
+            let mut fb = [0u8; FOOTER_LEN];
+            let ok = pos + FOOTER_LEN as u64 <= size && file.read_exact_at(pos, &mut fb).is_ok();
+            if ok && format::decode_footer(&fb).is_some_and(|(_, end)| end == pos) {
+                return Ok(ScanEnd::Footer(pos));
+            }
+            return Ok(ScanEnd::Torn(pos));
+        }
+        let len = h.record_len() as u64;
+        if pos + len > size {
+            return Ok(ScanEnd::Torn(pos));
+        }
+        let mut buf = vec![0u8; h.record_len()];
+        if file.read_exact_at(pos, &mut buf).is_err() {
+            return Ok(ScanEnd::Torn(pos));
+        }
+        let Ok(rec) = format::decode_record(&buf) else {
+            return Ok(ScanEnd::Torn(pos));
+        };
+        f(ScannedRecord {
+            offset: pos,
+            cf: rec.cf,
+            key: rec.key.to_vec(),
+            value: rec.value.to_vec(),
+        })?;
+        pos += len;
+    }
+}
+
+/// At open: if a value file has no valid footer (the active file at a
+/// crash, or a sealed file whose unsynced footer was lost), cut it after
+/// its last whole record. Its torn tail can only be referenced by WAL
+/// records that were never acknowledged (docs/architecture.md, crash
+/// argument); a file too short for its header is emptied (removed later).
+pub(crate) fn cut_torn_tail(fs: &Arc<dyn FileSystem>, dir: &Path, number: u64) -> Result<()> {
+    let path = format::blob_path(dir, number);
+    let size = fs.file_size(&path)?;
+    if size < HEADER_LEN as u64 {
+        return fs.truncate(&path, 0);
+    }
+    let file = fs.open_random(&path)?;
+    if size >= (HEADER_LEN + FOOTER_LEN) as u64 {
+        let mut fb = [0u8; FOOTER_LEN];
+        file.read_exact_at(size - FOOTER_LEN as u64, &mut fb)?;
+        if format::decode_footer(&fb).is_some_and(|(_, end)| end == size - FOOTER_LEN as u64) {
+            return Ok(());
+        }
+    }
+    let end = match scan(file.as_ref(), &path, |_| Ok(())) {
+        Ok(ScanEnd::Torn(end)) => end,
+        Ok(ScanEnd::Footer(at)) => at + FOOTER_LEN as u64,
+        Err(Error::Corruption { .. }) => 0, // torn header: nothing was acknowledged in it
+        Err(e) => return Err(e),
+    };
+    drop(file);
+    if end < size {
+        tracing::warn!(
+            "cutting torn tail of {}: {} -> {} bytes",
+            path.display(),
+            size,
+            end
+        );
+        fs.truncate(&path, end)?;
+    }
+    Ok(())
+}
+
+/// Checks every record of every sealed value file (`Db::verify_checksums`):
+/// a record that fails before the end of its file is `Error::Corruption`
+/// naming the file and the record offset. Returns the files checked.
+pub(crate) fn verify_files(store: &super::BlobStore) -> Result<u64> {
+    let mut n = 0;
+    for f in store.current().values() {
+        if !f.sealed.load(std::sync::atomic::Ordering::Acquire) {
+            continue; // the active file takes appends
+        }
+        let file = store.fs.open_random(&f.path)?;
+        if let ScanEnd::Torn(at) = scan(file.as_ref(), &f.path, |_| Ok(()))? {
+            if at < file.len()? {
+                return Err(Error::corruption(
+                    &f.path,
+                    at,
+                    "value record fails its check",
+                ));
+            }
+        }
+        n += 1;
+    }
+    Ok(n)
+}
