@@ -10,6 +10,7 @@
 //! shale --db DIR txn                # transactions, snapshots, 2PC: commands on stdin
 //! shale --db DIR stats | compact | check | dump FILE
 //! shale [--db DIR] serve [--port P] # MySQL-protocol server (default DIR: ./shale-data)
+//! shale --db DIR sql [-e "SQL"] [--batch]       # SQL on the embedded database
 //! shale --db DIR --min-blob-size 4096 load < ...   # large values to value files
 //! ```
 //! Keys and values are UTF-8 text, or `0x`-prefixed hex. Every command but
@@ -22,6 +23,7 @@ mod codec;
 mod load;
 mod open;
 mod serve;
+mod sql_shell;
 mod txn_shell;
 
 use clap::{Parser, Subcommand};
@@ -117,6 +119,16 @@ enum Cmd {
     Dump { file: String },
     /// Serve SQL over the MySQL protocol (creates the database if missing).
     Serve(serve::ServeArgs),
+    /// Run SQL statements (from -e or stdin) on the database, printing
+    /// results as the mysql client does.
+    Sql {
+        /// The statements to run (else read from stdin).
+        #[arg(short = 'e', long = "execute")]
+        execute: Option<String>,
+        /// Tab-separated output without boxes or summaries.
+        #[arg(long)]
+        batch: bool,
+    },
 }
 
 /// Where `serve` keeps its data without `--db`.
@@ -276,6 +288,15 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
                 eprintln!("{} lines skipped", summary.skipped);
             }
             ExitCode::SUCCESS
+        }
+        Cmd::Sql { execute, batch } => {
+            // run closes the database after the SQL layer lets it go.
+            let ok = sql_shell::run(db, execute, batch)?;
+            return Ok(if ok {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            });
         }
         Cmd::Txn => {
             let stdin = std::io::stdin();

@@ -1,0 +1,153 @@
+//! `shale sql`: SQL on an embedded database, as the mysql client prints it.
+//!
+//! ```text
+//! shale --db DIR sql -e "SELECT 1; SHOW DATABASES"    # statements from the argument
+//! shale --db DIR sql < script.sql                     # or from stdin, split at ';'
+//! shale --db DIR sql --batch -e "..."                 # tab-separated, as mysql --batch
+//! ```
+//!
+//! Results are boxed tables with a row count and time; errors print as
+//! `ERROR 1146 (42S02) at line 3: Table 'shop.t' doesn't exist` and stop
+//! the run with status 1 (as the mysql client does without --force).
+
+use shale_sql::{Database, Datum, Output};
+use std::io::{BufRead, Write};
+use std::time::Instant;
+
+fn cell(d: &Datum) -> String {
+    d.to_text().unwrap_or_else(|| "NULL".to_owned())
+}
+
+fn print_table(out: &mut dyn Write, names: &[String], rows: &[Vec<String>]) -> std::io::Result<()> {
+    let mut widths: Vec<usize> = names.iter().map(|n| n.chars().count()).collect();
+    for r in rows {
+        for (w, c) in widths.iter_mut().zip(r) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    let line: String = widths
+        .iter()
+        .map(|w| format!("+{}", "-".repeat(w + 2)))
+        .collect::<String>()
+        + "+";
+    writeln!(out, "{line}")?;
+    let fmt_row = |r: &[String]| -> String {
+        r.iter()
+            .zip(&widths)
+            .map(|(c, w)| format!("| {c}{} ", " ".repeat(w - c.chars().count())))
+            .collect::<String>()
+            + "|"
+    };
+    writeln!(out, "{}", fmt_row(names))?;
+    writeln!(out, "{line}")?;
+    for r in rows {
+        writeln!(out, "{}", fmt_row(r))?;
+    }
+    writeln!(out, "{line}")
+}
+
+/// Runs `sql` (one or more statements); false after the first error.
+pub fn run_text(
+    session: &mut shale_sql::Session,
+    sql: &str,
+    first_line: usize,
+    batch: bool,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> std::io::Result<bool> {
+    let mut offset = 0;
+    for stmt in shale_server::admin::lex::split_statements(sql) {
+        let at = sql
+            .get(offset..)
+            .and_then(|rest| rest.find(stmt))
+            .map_or(offset, |p| offset + p);
+        let line = first_line + sql.get(..at).map_or(0, |p| p.matches('\n').count());
+        offset = at + stmt.len();
+        let started = Instant::now();
+        match session.execute(stmt) {
+            Ok(Output::Rows { columns, rows }) => {
+                let names: Vec<String> = columns.iter().map(|c| c.name.clone()).collect();
+                let cells: Vec<Vec<String>> =
+                    rows.iter().map(|r| r.iter().map(cell).collect()).collect();
+                if batch {
+                    writeln!(out, "{}", names.join("\t"))?;
+                    for r in &cells {
+                        writeln!(out, "{}", r.join("\t"))?;
+                    }
+                } else if cells.is_empty() {
+                    writeln!(
+                        out,
+                        "Empty set ({:.3} sec)\n",
+                        started.elapsed().as_secs_f64()
+                    )?;
+                } else {
+                    print_table(out, &names, &cells)?;
+                    let n = cells.len();
+                    writeln!(
+                        out,
+                        "{n} row{} in set ({:.3} sec)\n",
+                        if n == 1 { "" } else { "s" },
+                        started.elapsed().as_secs_f64()
+                    )?;
+                }
+            }
+            Ok(Output::Affected { rows, .. }) => {
+                if !batch {
+                    writeln!(
+                        out,
+                        "Query OK, {rows} row{} affected ({:.3} sec)\n",
+                        if rows == 1 { "" } else { "s" },
+                        started.elapsed().as_secs_f64()
+                    )?;
+                }
+            }
+            Err(e) => {
+                writeln!(
+                    err,
+                    "ERROR {} ({}) at line {line}: {e}",
+                    e.mysql_code(),
+                    e.sqlstate()
+                )?;
+                return Ok(false);
+            }
+        }
+    }
+    Ok(true)
+}
+
+/// `shale sql`: `-e` text, or stdin read to its end.
+pub fn run(db: shaledb::Db, execute: Option<String>, batch: bool) -> Result<bool, crate::CliError> {
+    let sql = Database::open(db.clone()).map_err(|e| crate::CliError::Input(e.to_string()))?;
+    let mut session = sql.session();
+    let stdout = std::io::stdout();
+    let stderr = std::io::stderr();
+    let ok = match execute {
+        Some(text) => run_text(
+            &mut session,
+            &text,
+            1,
+            batch,
+            &mut stdout.lock(),
+            &mut stderr.lock(),
+        )?,
+        None => {
+            let mut text = String::new();
+            for line in std::io::stdin().lock().lines() {
+                text.push_str(&line?);
+                text.push('\n');
+            }
+            run_text(
+                &mut session,
+                &text,
+                1,
+                batch,
+                &mut stdout.lock(),
+                &mut stderr.lock(),
+            )?
+        }
+    };
+    drop(session);
+    drop(sql);
+    db.close()?;
+    Ok(ok)
+}
