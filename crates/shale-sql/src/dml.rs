@@ -479,6 +479,7 @@ impl<'a> Dml<'a> {
                 on: None,
                 path,
                 filters: Vec::new(),
+                virtual_rows: None,
             }],
             width: def.columns.len(),
             filter,

@@ -39,6 +39,7 @@ mod error;
 mod expr;
 mod functions;
 mod index;
+mod infoschema;
 mod keycodec;
 mod output;
 mod rowcodec;

@@ -37,6 +37,9 @@ pub struct TableRef {
     pub path: Option<AccessPath>,
     /// WHERE conjuncts evaluated as soon as this table's columns are in.
     pub filters: Vec<BExpr>,
+    /// The rows of a virtual table (information_schema), read instead of
+    /// the engine.
+    pub virtual_rows: Option<Arc<Vec<Vec<Datum>>>>,
 }
 
 /// A result column.
@@ -420,7 +423,27 @@ impl<'a> Planner<'a> {
             let ast::TableFactor::Table { name, alias, .. } = f else {
                 return Err(Error::Unsupported(format!("FROM {f}")));
             };
-            let def = self.table(name)?;
+            let parts = ident_name(name);
+            let in_schema = match parts.as_slice() {
+                [d, _] => d.eq_ignore_ascii_case(crate::infoschema::NAME),
+                _ => self
+                    .facts
+                    .database
+                    .as_deref()
+                    .is_some_and(|d| d.eq_ignore_ascii_case(crate::infoschema::NAME)),
+            };
+            let virt = if in_schema {
+                let t = parts.last().cloned().unwrap_or_default();
+                Some(crate::infoschema::table(self.cat, &t).ok_or_else(|| {
+                    Error::UnknownTable(format!("{}.{t}", crate::infoschema::NAME))
+                })?)
+            } else {
+                None
+            };
+            let (def, virtual_rows) = match virt {
+                Some(v) => (v.def, Some(v.rows)),
+                None => (self.table(name)?, None),
+            };
             let alias = alias
                 .as_ref()
                 .map_or(def.name.clone(), |a| a.name.value.clone());
@@ -446,6 +469,7 @@ impl<'a> Planner<'a> {
                 on: None,
                 path: None,
                 filters: Vec::new(),
+                virtual_rows,
             });
             Ok(())
         };
@@ -487,7 +511,11 @@ impl<'a> Planner<'a> {
             if !t.left {
                 conj.extend(where_conj.iter().copied());
             }
-            paths.push(access::choose(&t.def, t.offset, &conj));
+            paths.push(if t.virtual_rows.is_some() {
+                None
+            } else {
+                access::choose(&t.def, t.offset, &conj)
+            });
         }
         for (t, p) in tables.iter_mut().zip(paths) {
             t.path = p;
@@ -852,6 +880,16 @@ impl<'a> Executor<'a> {
                 let mut go = true;
                 for (k, r) in rows {
                     if !visit(k.clone(), r.clone(), row, keys)? {
+                        go = false;
+                        break;
+                    }
+                }
+                go
+            }
+            _ if t.virtual_rows.is_some() => {
+                let mut go = true;
+                for r in t.virtual_rows.iter().flat_map(|v| v.iter()) {
+                    if !visit(Vec::new(), r.clone(), row, keys)? {
                         go = false;
                         break;
                     }
