@@ -17,6 +17,8 @@ pub enum Error {
     DatabaseExists(String),
     #[error("Table '{0}' doesn't exist")]
     UnknownTable(String),
+    #[error("Unknown table '{0}' in information_schema")]
+    UnknownSystemTable(String),
     #[error("Table '{0}' already exists")]
     TableExists(String),
     #[error("Unknown column '{0}' in '{1}'")]
@@ -105,6 +107,7 @@ impl Error {
             Error::NoDatabase => 1046,
             Error::DatabaseExists(_) => 1007,
             Error::UnknownTable(_) => 1146,
+            Error::UnknownSystemTable(_) => 1109,
             Error::TableExists(_) => 1050,
             Error::UnknownColumn(..) => 1054,
             Error::AmbiguousColumn(..) => 1052,
@@ -160,6 +163,7 @@ impl Error {
                 }
             }
             1054 => "42S22",
+            1109 => "42S02",
             1052 => "23000",
             1062 | 1048 => "23000",
             1364 | 1406 | 1366 | 1292 | 1365 => "22000",

@@ -434,9 +434,10 @@ impl<'a> Planner<'a> {
             };
             let virt = if in_schema {
                 let t = parts.last().cloned().unwrap_or_default();
-                Some(crate::infoschema::table(self.cat, &t).ok_or_else(|| {
-                    Error::UnknownTable(format!("{}.{t}", crate::infoschema::NAME))
-                })?)
+                Some(
+                    crate::infoschema::table(self.cat, &t)
+                        .ok_or_else(|| Error::UnknownSystemTable(t.clone()))?,
+                )
             } else {
                 None
             };
