@@ -31,6 +31,7 @@
 //! ```
 
 mod access;
+mod aggregate;
 mod catalog;
 mod check;
 mod ddl;
@@ -42,6 +43,7 @@ mod index;
 mod infoschema;
 mod keycodec;
 mod output;
+mod parallel;
 mod rowcodec;
 mod select;
 mod session;
@@ -86,6 +88,11 @@ impl Database {
                 sync: on,
                 ..Default::default()
             });
+    }
+
+    /// How many aggregate scans ran as parallel partitions so far.
+    pub fn parallel_scans(&self) -> u64 {
+        self.shared.parallel_scans.load(Ordering::Relaxed)
     }
 
     /// The engine underneath.

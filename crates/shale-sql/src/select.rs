@@ -8,6 +8,7 @@
 //! is read per row of the tables before it, through its own path.
 
 use crate::access::{self, AccessPath, KeyRange};
+use crate::aggregate::{AggState, Groups};
 use crate::catalog::{Catalog, TableDef};
 use crate::error::{Error, Result};
 use crate::expr::{
@@ -705,6 +706,12 @@ pub struct Executor<'a> {
     pub params: &'a [Datum],
     pub interrupt: Option<&'a AtomicBool>,
     pub subquery_cache: RefCell<HashMap<usize, std::rc::Rc<Vec<Vec<Datum>>>>>,
+    /// The statement runs alone in its transaction (autocommit, read
+    /// only): an aggregate scan may read a fresh snapshot in parallel
+    /// partitions instead of going through the transaction.
+    pub allow_parallel: bool,
+    /// Counts the scans that ran in parallel.
+    pub parallel_scans: Option<&'a std::sync::atomic::AtomicU64>,
 }
 
 /// A row source for the first table, replacing its access path (rows
@@ -730,6 +737,8 @@ impl<'a> Executor<'a> {
             params,
             interrupt,
             subquery_cache: RefCell::new(HashMap::new()),
+            allow_parallel: false,
+            parallel_scans: None,
         }
     }
 
@@ -1027,47 +1036,30 @@ impl<'a> Executor<'a> {
         first: Option<&Rows>,
         out: &mut Vec<(Vec<Datum>, Vec<Datum>)>,
     ) -> Result<()> {
-        let mut index: HashMap<Vec<u8>, usize> = HashMap::new();
-        let mut groups: Vec<(Vec<Datum>, Vec<AggState>)> = Vec::new();
-        let fresh = || plan.aggs.iter().map(AggState::new).collect::<Vec<_>>();
-        let mut feed = |row: &[Datum]| -> Result<()> {
-            let key_vals: Vec<Datum> = self.with_cx(&[], |cx| {
-                plan.group_by
-                    .iter()
-                    .map(|g| g.eval(row, cx))
-                    .collect::<Result<_>>()
-            })?;
-            let key = group_key(&key_vals);
-            let gi = match index.get(&key) {
-                Some(i) => *i,
-                None => {
-                    groups.push((row.to_vec(), fresh()));
-                    index.insert(key, groups.len() - 1);
-                    groups.len() - 1
+        let mut acc = match crate::parallel::partitions(self, plan, first)? {
+            Some(parts) => crate::parallel::aggregate(self, plan, &parts)?,
+            None => {
+                let mut acc = Groups::default();
+                if plan.tables.is_empty() {
+                    let row: Vec<Datum> = Vec::new();
+                    if self.passes(&plan.filter, &row)? {
+                        self.with_cx(&[], |cx| {
+                            acc.feed(&plan.group_by, &plan.aggs, &row, &|e| e.eval(&row, cx))
+                        })?;
+                    }
+                } else {
+                    self.for_each_row(plan, first, &mut |row, _| {
+                        self.with_cx(&[], |cx| {
+                            acc.feed(&plan.group_by, &plan.aggs, row, &|e| e.eval(row, cx))
+                        })?;
+                        Ok(true)
+                    })?;
                 }
-            };
-            if let Some((_, states)) = groups.get_mut(gi) {
-                for (st, call) in states.iter_mut().zip(&plan.aggs) {
-                    let v = match &call.arg {
-                        Some(a) => Some(self.with_cx(&[], |cx| a.eval(row, cx))?),
-                        None => None,
-                    };
-                    st.add(v)?;
-                }
+                acc
             }
-            Ok(())
         };
-        if plan.tables.is_empty() {
-            let row: Vec<Datum> = Vec::new();
-            if self.passes(&plan.filter, &row)? {
-                feed(&row)?;
-            }
-        } else {
-            self.for_each_row(plan, first, &mut |row, _| {
-                feed(row)?;
-                Ok(true)
-            })?;
-        }
+        let mut groups = std::mem::take(&mut acc.groups);
+        let fresh = || plan.aggs.iter().map(AggState::new).collect::<Vec<_>>();
         if groups.is_empty() && plan.group_by.is_empty() {
             groups.push((vec![Datum::Null; plan.width], fresh()));
         }
@@ -1154,151 +1146,4 @@ pub fn group_key(vals: &[Datum]) -> Vec<u8> {
         k.push(0xFE);
     }
     k
-}
-
-/// One aggregate's running state.
-enum AggState {
-    Count {
-        n: i64,
-        distinct: Option<HashSet<Vec<u8>>>,
-        star: bool,
-    },
-    Sum {
-        exact: Option<Decimal>,
-        float: Option<f64>,
-        n: i64,
-        avg: bool,
-        distinct: Option<HashSet<Vec<u8>>>,
-    },
-    Extreme {
-        best: Option<Datum>,
-        max: bool,
-    },
-}
-
-impl AggState {
-    fn new(call: &AggCall) -> AggState {
-        let distinct = call.distinct.then(HashSet::new);
-        match call.func {
-            AggFunc::CountStar => AggState::Count {
-                n: 0,
-                distinct: None,
-                star: true,
-            },
-            AggFunc::Count => AggState::Count {
-                n: 0,
-                distinct,
-                star: false,
-            },
-            AggFunc::Sum | AggFunc::Avg => AggState::Sum {
-                exact: None,
-                float: None,
-                n: 0,
-                avg: call.func == AggFunc::Avg,
-                distinct,
-            },
-            AggFunc::Min => AggState::Extreme {
-                best: None,
-                max: false,
-            },
-            AggFunc::Max => AggState::Extreme {
-                best: None,
-                max: true,
-            },
-        }
-    }
-
-    fn add(&mut self, v: Option<Datum>) -> Result<()> {
-        match self {
-            AggState::Count { n, distinct, star } => {
-                if *star {
-                    *n += 1;
-                } else if let Some(v) = v.filter(|v| !v.is_null()) {
-                    if distinct
-                        .as_mut()
-                        .is_none_or(|s| s.insert(group_key(std::slice::from_ref(&v))))
-                    {
-                        *n += 1;
-                    }
-                }
-            }
-            AggState::Sum {
-                exact,
-                float,
-                n,
-                distinct,
-                ..
-            } => {
-                let Some(v) = v.filter(|v| !v.is_null()) else {
-                    return Ok(());
-                };
-                if let Some(s) = distinct.as_mut() {
-                    if !s.insert(group_key(std::slice::from_ref(&v))) {
-                        return Ok(());
-                    }
-                }
-                *n += 1;
-                let is_exact = matches!(v, Datum::Int(_) | Datum::UInt(_) | Datum::Decimal(_));
-                if is_exact && float.is_none() {
-                    let d = v.to_decimal().unwrap_or(Decimal::from_i128(0));
-                    *exact = Some(match exact {
-                        Some(acc) => Decimal::checked_add(*acc, d)
-                            .ok_or_else(|| Error::OutOfRange("SUM".into(), 0))?,
-                        None => d,
-                    });
-                } else {
-                    let prior = exact.take().map_or(0.0, Decimal::to_f64);
-                    *float = Some(float.unwrap_or(prior) + v.to_f64().unwrap_or(0.0));
-                }
-            }
-            AggState::Extreme { best, max } => {
-                let Some(v) = v.filter(|v| !v.is_null()) else {
-                    return Ok(());
-                };
-                let better = match best {
-                    None => true,
-                    Some(b) => {
-                        let o = sort_order(&v, b);
-                        if *max {
-                            o == Ordering::Greater
-                        } else {
-                            o == Ordering::Less
-                        }
-                    }
-                };
-                if better {
-                    *best = Some(v);
-                }
-            }
-        }
-        Ok(())
-    }
-
-    fn finish(self) -> Result<Datum> {
-        Ok(match self {
-            AggState::Count { n, .. } => Datum::Int(n),
-            AggState::Sum {
-                exact,
-                float,
-                n,
-                avg,
-                ..
-            } => {
-                if n == 0 {
-                    return Ok(Datum::Null);
-                }
-                match (float, exact, avg) {
-                    (Some(f), _, false) => Datum::Double(f),
-                    (Some(f), _, true) => Datum::Double(f / n as f64),
-                    (None, Some(d), false) => Datum::Decimal(d),
-                    (None, Some(d), true) => Datum::Decimal(
-                        Decimal::checked_div(d, Decimal::from_i128(i128::from(n)))
-                            .ok_or_else(|| Error::OutOfRange("AVG".into(), 0))?,
-                    ),
-                    (None, None, _) => Datum::Null,
-                }
-            }
-            AggState::Extreme { best, .. } => best.unwrap_or(Datum::Null),
-        })
-    }
 }

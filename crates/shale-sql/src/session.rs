@@ -75,6 +75,8 @@ pub fn default_variable(name: &str) -> Option<Datum> {
 pub struct Shared {
     pub catalog: Catalog,
     pub sync_commits: AtomicBool,
+    /// Aggregate scans run as parallel partitions (a statistic).
+    pub parallel_scans: AtomicU64,
     next_connection: AtomicU64,
 }
 
@@ -83,6 +85,7 @@ impl Shared {
         Shared {
             catalog,
             sync_commits: AtomicBool::new(false),
+            parallel_scans: AtomicU64::new(0),
             next_connection: AtomicU64::new(1),
         }
     }
@@ -782,12 +785,13 @@ impl Session {
                 txn.set_savepoint();
             }
             let r = run_row_statement(
-                &shared.catalog,
+                &shared,
                 &self.facts,
                 txn,
                 stmt,
                 params,
                 self.interrupt.as_deref(),
+                !in_explicit,
             );
             if in_explicit {
                 match &r {
@@ -1220,14 +1224,17 @@ fn explain_rows(plan: &SelectPlan, rows: &mut Vec<Vec<Datum>>) {
 
 /// Runs one row statement; returns its output and the tables it wrote
 /// with their index generations.
+#[allow(clippy::too_many_arguments)] // one call site; a struct would only rename them
 fn run_row_statement(
-    cat: &Catalog,
+    shared: &Shared,
     facts: &SessionFacts,
     txn: &mut Txn,
     stmt: &Statement,
     params: &[Datum],
     interrupt: Option<&AtomicBool>,
+    alone: bool,
 ) -> Result<(Output, Vec<(u32, u64)>)> {
+    let cat = &shared.catalog;
     let planner = Planner { cat, facts, params };
     let dml = Dml {
         cat,
@@ -1245,7 +1252,11 @@ fn run_row_statement(
                 }
                 _ => None,
             };
-            let ex = Executor::new(cat, txn, params, interrupt);
+            let mut ex = Executor::new(cat, txn, params, interrupt);
+            // Alone in its transaction, a read may scan a fresh snapshot
+            // in parallel partitions (seed 003's aggregate pushdown).
+            ex.allow_parallel = alone && locked.is_none();
+            ex.parallel_scans = Some(&shared.parallel_scans);
             let (columns, rows) = ex.run_with(&plan, locked.as_ref())?;
             Ok((Output::Rows { columns, rows }, Vec::new()))
         }
