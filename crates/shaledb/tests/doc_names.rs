@@ -22,6 +22,9 @@ use std::path::{Path, PathBuf};
 
 /// Names the docs cite on purpose although this code base does not define them.
 const EXTERNAL: &[&str] = &[
+    // MariaDB/MyRocks server variables and MySQL collation names cited by the SQL docs.
+    "rocksdb_flush_log_at_trx_commit",
+    "utf8mb4_0900_ai_ci",
     // RocksDB
     "TransactionDB",
     "OptimisticTransactionDB",

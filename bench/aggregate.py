@@ -1,0 +1,78 @@
+#!/usr/bin/env python3
+"""Filtered aggregate scans (seed 003's SUM pushdown) on ShaleDB, MariaDB InnoDB and MyRocks.
+
+For each server (started as bench/sysbench.py starts them, same durability settings): sysbench
+prepares one sbtest table of --rows rows, then each query below runs --repeat times through the
+mariadb client and the best wall time is kept. ShaleDB runs them in autocommit, where its
+aggregate scan is split into one partition per core (crates/shale-sql/src/parallel.rs).
+
+  bench/aggregate.py --rows 1000000
+"""
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import importlib.util  # noqa: E402
+
+spec = importlib.util.spec_from_file_location("sb", os.path.join(os.path.dirname(os.path.abspath(__file__)), "sysbench.py"))
+sb = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(sb)
+
+QUERIES = [
+    "SELECT SUM(k), COUNT(*) FROM sbtest1 WHERE c LIKE '1%'",
+    "SELECT COUNT(*) FROM sbtest1 WHERE k > 500000",
+    "SELECT AVG(k), MAX(pad) FROM sbtest1 WHERE id % 3 = 0",
+]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rows", type=int, default=1_000_000)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--servers", default="shale,innodb,myrocks")
+    args = ap.parse_args()
+    sb.need_packages()
+    subprocess.run(["cargo", "build", "--release", "-p", "shale-cli"], cwd=sb.REPO, check=True)
+    tmp = tempfile.mkdtemp(prefix="shale-agg-")
+    results = {}
+    for name in args.servers.split(","):
+        server = {"shale": lambda: sb.Shale(tmp, False),
+                  "innodb": lambda: sb.Maria(tmp, False, "innodb"),
+                  "myrocks": lambda: sb.Maria(tmp, False, "rocksdb")}[name]()
+        server.start()
+        try:
+            t0 = time.time()
+            subprocess.run(["sysbench", "oltp_read_only", "--db-driver=mysql", "--mysql-host=127.0.0.1",
+                            f"--mysql-port={server.port}", f"--mysql-user={sb.USER}",
+                            f"--mysql-password={sb.PASSWORD}", f"--mysql-db={sb.DBNAME}", "--tables=1",
+                            f"--table-size={args.rows}", "prepare"], check=True, capture_output=True)
+            print(f"# {name}: prepared {args.rows} rows in {time.time() - t0:.1f} s", flush=True)
+            for q in QUERIES:
+                best, answer = None, None
+                for _ in range(args.repeat):
+                    t = time.time()
+                    r = subprocess.run(["mariadb", "--no-defaults", "-h", "127.0.0.1", "-P", str(server.port),
+                                        "-u", sb.USER, f"-p{sb.PASSWORD}", sb.DBNAME, "--batch",
+                                        "--skip-column-names", "-e", q], check=True, capture_output=True, text=True)
+                    el = time.time() - t
+                    best = el if best is None else min(best, el)
+                    answer = r.stdout.strip()
+                results[(name, q)] = (best, answer)
+                print(f"{name:8} {best:7.3f} s  {q}  -> {answer}", flush=True)
+        finally:
+            server.stop()
+    names = args.servers.split(",")
+    print("\n| query | " + " | ".join(f"{n} s" for n in names) + " | innodb/shale | myrocks/shale |")
+    print("|---|" + "---|" * (len(names) + 2))
+    for q in QUERIES:
+        cells = [f"{results[(n, q)][0]:.3f}" for n in names]
+        sp = lambda o: f"{results[(o, q)][0] / results[('shale', q)][0]:.2f}" if ("shale", q) in results and (o, q) in results else "-"
+        print(f"| `{q}` | " + " | ".join(cells) + f" | {sp('innodb')} | {sp('myrocks')} |")
+
+
+if __name__ == "__main__":
+    main()
