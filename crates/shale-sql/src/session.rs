@@ -1250,7 +1250,13 @@ fn run_row_statement(
                     // Lock the rows first, then answer from their latest versions.
                     Some(dml.locked_rows(txn, &plan, &[], None, kind == LockKind::Update)?)
                 }
-                _ => None,
+                // Never answer FOR UPDATE without the locks it promises.
+                Some(_) => {
+                    return Err(Error::Unsupported(
+                        "FOR UPDATE / FOR SHARE over a join or UNION".into(),
+                    ))
+                }
+                None => None,
             };
             let mut ex = Executor::new(cat, txn, params, interrupt);
             // Alone in its transaction, a read may scan a fresh snapshot
