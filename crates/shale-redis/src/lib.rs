@@ -4,5 +4,8 @@
 //! hashes stored Kvrocks-style (docs/redis.md), a thread-per-connection
 //! server, Redis's reply types and error strings.
 
+pub mod commands;
+pub mod glob;
 pub mod resp;
+pub mod server;
 pub mod store;
