@@ -1,84 +1,154 @@
-//! Redis's glob matching (`stringmatchlen`): `*`, `?`, `[abc]`, `[^a-z]`, `\x`.
+//! Redis's glob matching (`stringmatchlen`): `*`, `?`, `[abc]`, `[^a-z]`,
+//! `\x`. The pattern is split into tokens that each match one byte (or `*`),
+//! then matched with one backtrack point: O(pattern x string), no recursion,
+//! so `KEYS *a*a*a*...b` cannot stall the server.
+
+enum Tok {
+    Star,
+    Any,
+    Byte(u8),
+    Class { negate: bool, items: Vec<(u8, u8)> },
+}
+
+impl Tok {
+    fn matches(&self, c: u8) -> bool {
+        match self {
+            Tok::Star => true,
+            Tok::Any => true,
+            Tok::Byte(b) => *b == c,
+            Tok::Class { negate, items } => {
+                items.iter().any(|&(lo, hi)| lo <= c && c <= hi) != *negate
+            }
+        }
+    }
+}
+
+fn tokenize(p: &[u8]) -> Vec<Tok> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while let Some(&c) = p.get(i) {
+        match c {
+            b'*' => {
+                if !matches!(out.last(), Some(Tok::Star)) {
+                    out.push(Tok::Star);
+                }
+            }
+            b'?' => out.push(Tok::Any),
+            b'\\' if p.get(i + 1).is_some() => {
+                i += 1;
+                out.push(Tok::Byte(p.get(i).copied().unwrap_or(b'\\')));
+            }
+            b'[' => {
+                i += 1;
+                let negate = p.get(i) == Some(&b'^');
+                if negate {
+                    i += 1;
+                }
+                let mut items = Vec::new();
+                // Like Redis, an unterminated class runs to the pattern's end.
+                while let Some(&x) = p.get(i) {
+                    if x == b']' {
+                        break;
+                    }
+                    if x == b'\\' && p.get(i + 1).is_some() {
+                        i += 1;
+                        let e = p.get(i).copied().unwrap_or(x);
+                        items.push((e, e));
+                    } else if p.get(i + 1) == Some(&b'-') && p.get(i + 2).is_some() {
+                        let hi = p.get(i + 2).copied().unwrap_or(x);
+                        items.push((x.min(hi), x.max(hi)));
+                        i += 2;
+                    } else {
+                        items.push((x, x));
+                    }
+                    i += 1;
+                }
+                out.push(Tok::Class { negate, items });
+            }
+            _ => out.push(Tok::Byte(c)),
+        }
+        i += 1;
+    }
+    out
+}
 
 /// True when `s` matches `pattern`.
 pub fn matches(pattern: &[u8], s: &[u8]) -> bool {
-    match_from(pattern, s, 0)
+    let toks = tokenize(pattern);
+    let (mut t, mut i) = (0usize, 0usize);
+    let mut backtrack: Option<(usize, usize)> = None; // (token after '*', string position)
+    while i < s.len() {
+        match toks.get(t) {
+            Some(Tok::Star) => {
+                backtrack = Some((t + 1, i));
+                t += 1;
+                continue;
+            }
+            Some(tok) if s.get(i).is_some_and(|&c| tok.matches(c)) => {
+                t += 1;
+                i += 1;
+                continue;
+            }
+            _ => {}
+        }
+        match backtrack {
+            Some((bt, bi)) => {
+                backtrack = Some((bt, bi + 1));
+                t = bt;
+                i = bi + 1;
+            }
+            None => return false,
+        }
+    }
+    toks.get(t..)
+        .unwrap_or_default()
+        .iter()
+        .all(|x| matches!(x, Tok::Star))
 }
 
-fn match_from(p: &[u8], s: &[u8], depth: usize) -> bool {
-    // Bound the backtracking like Redis 7 does (nesting of '*').
-    if depth > 1000 {
-        return false;
-    }
-    let (mut pi, mut si) = (0usize, 0usize);
-    while let Some(&pc) = p.get(pi) {
-        match pc {
-            b'*' => {
-                while p.get(pi + 1) == Some(&b'*') {
-                    pi += 1;
-                }
-                let rest = p.get(pi + 1..).unwrap_or_default();
-                if rest.is_empty() {
-                    return true;
-                }
-                return (si..=s.len())
-                    .any(|k| match_from(rest, s.get(k..).unwrap_or_default(), depth + 1));
-            }
-            b'?' => {
-                if si >= s.len() {
-                    return false;
-                }
-                si += 1;
-            }
-            b'[' => {
-                let Some(&c) = s.get(si) else { return false };
-                pi += 1;
-                let negate = p.get(pi) == Some(&b'^');
-                if negate {
-                    pi += 1;
-                }
-                let mut hit = false;
-                loop {
-                    match p.get(pi) {
-                        None => {
-                            pi = pi.saturating_sub(1); // Redis: unterminated class ends the pattern
-                            break;
-                        }
-                        Some(b']') => break,
-                        Some(b'\\') if p.get(pi + 2).is_some() => {
-                            pi += 1;
-                            hit |= p.get(pi) == Some(&c);
-                        }
-                        Some(&lo) if p.get(pi + 1) == Some(&b'-') && p.get(pi + 2).is_some() => {
-                            let hi = p.get(pi + 2).copied().unwrap_or(lo);
-                            let (a, b) = if lo <= hi { (lo, hi) } else { (hi, lo) };
-                            hit |= a <= c && c <= b;
-                            pi += 2;
-                        }
-                        Some(&x) => hit |= x == c,
-                    }
-                    pi += 1;
-                }
-                if hit == negate {
-                    return false;
-                }
-                si += 1;
-            }
-            b'\\' if p.get(pi + 1).is_some() => {
-                pi += 1;
-                if s.get(si) != p.get(pi) {
-                    return false;
-                }
-                si += 1;
-            }
-            _ => {
-                if s.get(si) != Some(&pc) {
-                    return false;
-                }
-                si += 1;
-            }
+#[cfg(test)]
+mod tests {
+    use super::matches;
+
+    #[test]
+    fn redis_glob_cases() {
+        let yes: &[(&str, &str)] = &[
+            ("*", ""),
+            ("*", "abc"),
+            ("h?llo", "hello"),
+            ("h*llo", "heeeello"),
+            ("h[ae]llo", "hallo"),
+            ("h[^e]llo", "hallo"),
+            ("h[a-b]llo", "hbllo"),
+            ("h[b-a]llo", "hallo"),
+            ("\\*x", "*x"),
+            ("a*b*c", "aXbYc"),
+            ("user:*", "user:1"),
+            ("[\\]]", "]"),
+        ];
+        for (p, s) in yes {
+            assert!(matches(p.as_bytes(), s.as_bytes()), "{p} ~ {s}");
         }
-        pi += 1;
+        let no: &[(&str, &str)] = &[
+            ("h?llo", "hllo"),
+            ("h[ae]llo", "hillo"),
+            ("h[^e]llo", "hello"),
+            ("\\*x", "ax"),
+            ("a*b*c", "aXbY"),
+            ("abc", "abcd"),
+            ("", "a"),
+        ];
+        for (p, s) in no {
+            assert!(!matches(p.as_bytes(), s.as_bytes()), "{p} !~ {s}");
+        }
     }
-    si == s.len()
+
+    #[test]
+    fn many_stars_stay_fast() {
+        let p = "*a".repeat(50) + "b";
+        let s = "a".repeat(5000);
+        let t = std::time::Instant::now();
+        assert!(!matches(p.as_bytes(), s.as_bytes()));
+        assert!(t.elapsed() < std::time::Duration::from_secs(2));
+    }
 }

@@ -341,3 +341,55 @@ impl Store {
         self.write(b)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metadata_layout_is_the_documented_one() {
+        let m = Meta {
+            ty: Type::String,
+            version: 0x0102_0304_0506_0708,
+            expire_at: 0x1112_1314_1516_1718,
+            size: 3,
+            value: b"abc".to_vec(),
+        };
+        let e = m.encode();
+        let mut want = vec![1u8, 0];
+        want.extend([1, 2, 3, 4, 5, 6, 7, 8]);
+        want.extend([0x11, 0x12, 0x13, 0x14, 0x15, 0x16, 0x17, 0x18]);
+        want.extend([0, 0, 0, 0, 0, 0, 0, 3]);
+        want.extend(b"abc");
+        assert_eq!(e, want);
+        assert_eq!(Meta::decode(&e).ok(), Some(m));
+        let h = Meta {
+            ty: Type::Hash,
+            version: 9,
+            expire_at: 0,
+            size: 2,
+            value: Vec::new(),
+        };
+        assert_eq!(h.encode().len(), META_LEN);
+        assert_eq!(Meta::decode(&h.encode()).ok(), Some(h));
+    }
+
+    #[test]
+    fn bad_metadata_is_an_error_not_a_panic() {
+        assert!(Meta::decode(&[]).is_err());
+        assert!(Meta::decode(&[2, 0]).is_err());
+        assert!(Meta::decode(&[1, 7]).is_err());
+        assert!(Meta::decode(&[1, 0, 1, 2, 3]).is_err());
+    }
+
+    #[test]
+    fn key_layouts() {
+        assert_eq!(meta_key(3, b"k"), b"M\x03k".to_vec());
+        assert_eq!(
+            sub_key(1, b"ab", 5, b"f"),
+            b"S\x01\x00\x00\x00\x02ab\x00\x00\x00\x00\x00\x00\x00\x05f".to_vec()
+        );
+        assert_eq!(prefix_end(b"M\x03"), Some(b"M\x04".to_vec()));
+        assert_eq!(prefix_end(b"\xff\xff"), None);
+    }
+}

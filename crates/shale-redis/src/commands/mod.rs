@@ -211,11 +211,23 @@ fn config(a: &[Vec<u8>]) -> CmdResult {
             if a.len() < 2 {
                 return Ok(wrong_args("config|get"));
             }
+            // What redis-benchmark and redis-cli read; `appendonly yes` /
+            // `appendfsync no`: every write goes through the WAL, without fsync.
+            let known = [
+                ("databases", DATABASES.to_string()),
+                ("save", String::new()),
+                ("appendonly", "yes".to_string()),
+                ("appendfsync", "no".to_string()),
+            ];
             let mut out = Vec::new();
-            for pat in a.get(1..).unwrap_or_default() {
-                if crate::glob::matches(&pat.to_ascii_lowercase(), b"databases") {
-                    out.push(Reply::bulk("databases"));
-                    out.push(Reply::bulk(DATABASES.to_string()));
+            for (name, value) in &known {
+                let hit =
+                    a.get(1..).unwrap_or_default().iter().any(|pat| {
+                        crate::glob::matches(&pat.to_ascii_lowercase(), name.as_bytes())
+                    });
+                if hit {
+                    out.push(Reply::bulk(*name));
+                    out.push(Reply::bulk(value.clone()));
                 }
             }
             Ok(Reply::Array(out))
