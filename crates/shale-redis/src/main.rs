@@ -53,7 +53,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let db = match shaledb::Db::open(&args.db, shaledb::Options::default()) {
+    let db = match shaledb::Db::open(&args.db, shale_redis::engine_options()) {
         Ok(db) => db,
         Err(e) => {
             eprintln!("cannot open {}: {e}", args.db);
