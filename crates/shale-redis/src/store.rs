@@ -191,6 +191,12 @@ impl Store {
         }
     }
 
+    /// Read options for the latest state: for a single read, or for reads
+    /// under [`Store::lock`] (every writer holds it, so nothing moves).
+    pub fn latest(&self) -> ReadOptions {
+        ReadOptions::default()
+    }
+
     /// A version greater than every one handed out before (by this process,
     /// and by earlier ones while the clock does not go back).
     pub fn new_version(&self) -> u64 {

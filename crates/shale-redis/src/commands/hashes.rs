@@ -31,7 +31,7 @@ pub fn run(st: &Store, db: u8, name: &str, a: &[Vec<u8>]) -> CmdResult {
                 return Ok(super::wrong_args("hset"));
             }
             let _g = st.lock();
-            let ro = st.snapshot();
+            let ro = st.latest();
             let mut m = hash_meta(st, &ro, db, key)?.unwrap_or_else(|| new_hash(st));
             let mut b = WriteBatch::new();
             let mut added = 0i64;
@@ -52,7 +52,7 @@ pub fn run(st: &Store, db: u8, name: &str, a: &[Vec<u8>]) -> CmdResult {
         }
         "hdel" => {
             let _g = st.lock();
-            let ro = st.snapshot();
+            let ro = st.latest();
             let Some(mut m) = hash_meta(st, &ro, db, key)? else {
                 return Ok(Reply::Int(0));
             };
@@ -80,7 +80,7 @@ pub fn run(st: &Store, db: u8, name: &str, a: &[Vec<u8>]) -> CmdResult {
         "hincrby" => {
             let by = parse_i64(arg(a, 2))?;
             let _g = st.lock();
-            let ro = st.snapshot();
+            let ro = st.latest();
             let mut m = hash_meta(st, &ro, db, key)?.unwrap_or_else(|| new_hash(st));
             let sk = sub_key(db, key, m.version, arg(a, 1));
             let cur = match st.get_field(&ro, &sk)? {

@@ -54,7 +54,7 @@ pub fn run(shared: &Shared, db: u8, name: &str, a: &[Vec<u8>]) -> CmdResult {
     match name {
         "del" => {
             let _g = st.lock();
-            let ro = st.snapshot();
+            let ro = st.latest();
             let mut b = WriteBatch::new();
             let mut n = 0;
             let mut seen = std::collections::HashSet::new();
@@ -76,12 +76,12 @@ pub fn run(shared: &Shared, db: u8, name: &str, a: &[Vec<u8>]) -> CmdResult {
             Ok(Reply::Int(n))
         }
         "type" => Ok(Reply::Simple(
-            st.get_meta(&st.snapshot(), db, key)?
+            st.get_meta(&st.latest(), db, key)?
                 .map_or("none", |m| m.ty.name())
                 .into(),
         )),
         "ttl" | "pttl" => {
-            let Some(m) = st.get_meta(&st.snapshot(), db, key)? else {
+            let Some(m) = st.get_meta(&st.latest(), db, key)? else {
                 return Ok(Reply::Int(-2));
             };
             if m.expire_at == 0 {
@@ -96,7 +96,7 @@ pub fn run(shared: &Shared, db: u8, name: &str, a: &[Vec<u8>]) -> CmdResult {
         }
         "persist" => {
             let _g = st.lock();
-            match st.get_meta(&st.snapshot(), db, key)? {
+            match st.get_meta(&st.latest(), db, key)? {
                 Some(mut m) if m.expire_at != 0 => {
                     m.expire_at = 0;
                     let mut b = WriteBatch::new();
@@ -188,7 +188,7 @@ fn expire(st: &Store, db: u8, name: &'static str, a: &[Vec<u8>]) -> CmdResult {
         return Err(CmdError::InvalidExpire(name));
     };
     let _g = st.lock();
-    let Some(mut m) = st.get_meta(&st.snapshot(), db, key)? else {
+    let Some(mut m) = st.get_meta(&st.latest(), db, key)? else {
         return Ok(Reply::Int(0));
     };
     let cur = m.expire_at as i64; // 0 = none (infinite)

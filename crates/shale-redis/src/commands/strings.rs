@@ -8,7 +8,7 @@ use shaledb::WriteBatch;
 pub fn run(st: &Store, db: u8, name: &str, a: &[Vec<u8>]) -> CmdResult {
     match name {
         "get" => {
-            let m = st.get_meta(&st.snapshot(), db, arg(a, 0))?;
+            let m = st.get_meta(&st.latest(), db, arg(a, 0))?;
             Ok(Reply::opt_bulk(string_value(m)?))
         }
         "mget" => {
@@ -23,7 +23,7 @@ pub fn run(st: &Store, db: u8, name: &str, a: &[Vec<u8>]) -> CmdResult {
             Ok(Reply::Array(out))
         }
         "strlen" => {
-            let m = st.get_meta(&st.snapshot(), db, arg(a, 0))?;
+            let m = st.get_meta(&st.latest(), db, arg(a, 0))?;
             Ok(Reply::Int(string_value(m)?.map_or(0, |v| v.len() as i64)))
         }
         "set" => set(st, db, a),
@@ -43,7 +43,7 @@ pub fn run(st: &Store, db: u8, name: &str, a: &[Vec<u8>]) -> CmdResult {
         }
         "setnx" => {
             let _g = st.lock();
-            if st.get_meta(&st.snapshot(), db, arg(a, 0))?.is_some() {
+            if st.get_meta(&st.latest(), db, arg(a, 0))?.is_some() {
                 return Ok(Reply::Int(0));
             }
             put(st, db, arg(a, 0), &new_string(st, arg(a, 1).to_vec(), 0))?;
@@ -51,13 +51,13 @@ pub fn run(st: &Store, db: u8, name: &str, a: &[Vec<u8>]) -> CmdResult {
         }
         "getset" => {
             let _g = st.lock();
-            let old = string_value(st.get_meta(&st.snapshot(), db, arg(a, 0))?)?;
+            let old = string_value(st.get_meta(&st.latest(), db, arg(a, 0))?)?;
             put(st, db, arg(a, 0), &new_string(st, arg(a, 1).to_vec(), 0))?;
             Ok(Reply::opt_bulk(old))
         }
         "getdel" => {
             let _g = st.lock();
-            let old = string_value(st.get_meta(&st.snapshot(), db, arg(a, 0))?)?;
+            let old = string_value(st.get_meta(&st.latest(), db, arg(a, 0))?)?;
             if old.is_some() {
                 let mut b = WriteBatch::new();
                 st.batch_delete_meta(&mut b, db, arg(a, 0));
@@ -78,7 +78,7 @@ pub fn run(st: &Store, db: u8, name: &str, a: &[Vec<u8>]) -> CmdResult {
         "append" => {
             let _g = st.lock();
             let key = arg(a, 0);
-            let m = match st.get_meta(&st.snapshot(), db, key)? {
+            let m = match st.get_meta(&st.latest(), db, key)? {
                 Some(mut m) if m.ty == Type::String => {
                     m.value.extend_from_slice(arg(a, 1));
                     m.size = m.value.len() as u64;
@@ -122,7 +122,7 @@ fn put(st: &Store, db: u8, key: &[u8], m: &Meta) -> Result<(), CmdError> {
 
 fn incr_by(st: &Store, db: u8, key: &[u8], by: i64) -> CmdResult {
     let _g = st.lock();
-    let (cur, expire_at) = match st.get_meta(&st.snapshot(), db, key)? {
+    let (cur, expire_at) = match st.get_meta(&st.latest(), db, key)? {
         None => (0, 0),
         Some(m) if m.ty == Type::String => (
             super::parse_int_strict(&m.value).ok_or(CmdError::NotInteger)?,
@@ -204,7 +204,7 @@ fn set(st: &Store, db: u8, a: &[Vec<u8>]) -> CmdResult {
         }
     };
     let _g = st.lock();
-    let old = st.get_meta(&st.snapshot(), db, key)?;
+    let old = st.get_meta(&st.latest(), db, key)?;
     let old_val = if get {
         string_value(old.clone())?
     } else {
