@@ -3,6 +3,7 @@
 
 use parking_lot::{Mutex, MutexGuard};
 use shaledb::{CfId, Db, ReadOptions, WriteBatch, WriteOptions};
+use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 use thiserror::Error;
@@ -13,6 +14,20 @@ pub const CF_NAME: &str = "redis";
 pub const DATABASES: u8 = 16;
 const FORMAT: u8 = 1;
 const META_LEN: usize = 26;
+/// Number of write-lock stripes.
+const STRIPES: usize = 256;
+
+/// Held stripe locks; released on drop.
+pub struct KeyLocks<'a>(#[allow(dead_code)] Vec<MutexGuard<'a, ()>>);
+
+/// FNV-1a of (db, key), reduced to a stripe.
+fn stripe(db: u8, key: &[u8]) -> usize {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in std::iter::once(&db).chain(key) {
+        h = (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    (h % STRIPES as u64) as usize
+}
 
 /// A failure below the command layer.
 #[derive(Debug, Error)]
@@ -154,7 +169,8 @@ fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
 pub struct Store {
     db: Db,
     cf: CfId,
-    write_lock: Mutex<()>,
+    /// Key-striped write locks (see [`Store::lock_keys`]).
+    stripes: Vec<Mutex<()>>,
     last_version: AtomicU64,
 }
 
@@ -169,7 +185,7 @@ impl Store {
         Ok(Store {
             db,
             cf,
-            write_lock: Mutex::new(()),
+            stripes: (0..STRIPES).map(|_| Mutex::new(())).collect(),
             last_version: AtomicU64::new(0),
         })
     }
@@ -178,9 +194,23 @@ impl Store {
         &self.db
     }
 
-    /// Serializes read-modify-write commands (held across their read and write).
-    pub fn lock(&self) -> MutexGuard<'_, ()> {
-        self.write_lock.lock()
+    /// Locks the stripes of `keys` of `db` (in stripe order, so no deadlock)
+    /// for a command's read and write: every writer of a key holds its
+    /// stripe, so read-modify-write commands on one key are serial, and
+    /// commands on different keys can group-commit together.
+    pub fn lock_keys<'a>(&self, db: u8, keys: impl IntoIterator<Item = &'a [u8]>) -> KeyLocks<'_> {
+        let ids: BTreeSet<usize> = keys.into_iter().map(|k| stripe(db, k)).collect();
+        KeyLocks(
+            ids.into_iter()
+                .filter_map(|i| self.stripes.get(i))
+                .map(|m| m.lock())
+                .collect(),
+        )
+    }
+
+    /// Locks every stripe (FLUSHDB).
+    pub fn lock_all(&self) -> KeyLocks<'_> {
+        KeyLocks(self.stripes.iter().map(|m| m.lock()).collect())
     }
 
     /// Read options at a fresh snapshot (several reads of one command agree).

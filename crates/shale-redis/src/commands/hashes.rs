@@ -30,7 +30,7 @@ pub fn run(st: &Store, db: u8, name: &str, a: &[Vec<u8>]) -> CmdResult {
             if a.len().is_multiple_of(2) {
                 return Ok(super::wrong_args("hset"));
             }
-            let _g = st.lock();
+            let _g = st.lock_keys(db, [key]);
             let ro = st.latest();
             let mut m = hash_meta(st, &ro, db, key)?.unwrap_or_else(|| new_hash(st));
             let mut b = WriteBatch::new();
@@ -51,7 +51,7 @@ pub fn run(st: &Store, db: u8, name: &str, a: &[Vec<u8>]) -> CmdResult {
             Ok(Reply::Int(added))
         }
         "hdel" => {
-            let _g = st.lock();
+            let _g = st.lock_keys(db, [key]);
             let ro = st.latest();
             let Some(mut m) = hash_meta(st, &ro, db, key)? else {
                 return Ok(Reply::Int(0));
@@ -79,7 +79,7 @@ pub fn run(st: &Store, db: u8, name: &str, a: &[Vec<u8>]) -> CmdResult {
         }
         "hincrby" => {
             let by = parse_i64(arg(a, 2))?;
-            let _g = st.lock();
+            let _g = st.lock_keys(db, [key]);
             let ro = st.latest();
             let mut m = hash_meta(st, &ro, db, key)?.unwrap_or_else(|| new_hash(st));
             let sk = sub_key(db, key, m.version, arg(a, 1));

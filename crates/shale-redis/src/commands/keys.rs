@@ -53,7 +53,7 @@ pub fn run(shared: &Shared, db: u8, name: &str, a: &[Vec<u8>]) -> CmdResult {
     let key = arg(a, 0);
     match name {
         "del" => {
-            let _g = st.lock();
+            let _g = st.lock_keys(db, a.iter().map(|k| k.as_slice()));
             let ro = st.latest();
             let mut b = WriteBatch::new();
             let mut n = 0;
@@ -95,7 +95,7 @@ pub fn run(shared: &Shared, db: u8, name: &str, a: &[Vec<u8>]) -> CmdResult {
             }))
         }
         "persist" => {
-            let _g = st.lock();
+            let _g = st.lock_keys(db, [key]);
             match st.get_meta(&st.latest(), db, key)? {
                 Some(mut m) if m.expire_at != 0 => {
                     m.expire_at = 0;
@@ -124,7 +124,7 @@ pub fn run(shared: &Shared, db: u8, name: &str, a: &[Vec<u8>]) -> CmdResult {
             {
                 return Err(CmdError::Syntax);
             }
-            let _g = st.lock();
+            let _g = st.lock_all();
             st.flush_db(db)?;
             Ok(Reply::ok())
         }
@@ -187,7 +187,7 @@ fn expire(st: &Store, db: u8, name: &'static str, a: &[Vec<u8>]) -> CmdResult {
     let Some(when) = ms.and_then(|m| m.checked_add(now)) else {
         return Err(CmdError::InvalidExpire(name));
     };
-    let _g = st.lock();
+    let _g = st.lock_keys(db, [key]);
     let Some(mut m) = st.get_meta(&st.latest(), db, key)? else {
         return Ok(Reply::Int(0));
     };

@@ -31,7 +31,7 @@ pub fn run(st: &Store, db: u8, name: &str, a: &[Vec<u8>]) -> CmdResult {
             if !a.len().is_multiple_of(2) {
                 return Ok(super::wrong_args("mset"));
             }
-            let _g = st.lock();
+            let _g = st.lock_keys(db, a.iter().step_by(2).map(|k| k.as_slice()));
             let mut b = WriteBatch::new();
             for kv in a.chunks(2) {
                 if let [k, v] = kv {
@@ -42,7 +42,7 @@ pub fn run(st: &Store, db: u8, name: &str, a: &[Vec<u8>]) -> CmdResult {
             Ok(Reply::ok())
         }
         "setnx" => {
-            let _g = st.lock();
+            let _g = st.lock_keys(db, [arg(a, 0)]);
             if st.get_meta(&st.latest(), db, arg(a, 0))?.is_some() {
                 return Ok(Reply::Int(0));
             }
@@ -50,13 +50,13 @@ pub fn run(st: &Store, db: u8, name: &str, a: &[Vec<u8>]) -> CmdResult {
             Ok(Reply::Int(1))
         }
         "getset" => {
-            let _g = st.lock();
+            let _g = st.lock_keys(db, [arg(a, 0)]);
             let old = string_value(st.get_meta(&st.latest(), db, arg(a, 0))?)?;
             put(st, db, arg(a, 0), &new_string(st, arg(a, 1).to_vec(), 0))?;
             Ok(Reply::opt_bulk(old))
         }
         "getdel" => {
-            let _g = st.lock();
+            let _g = st.lock_keys(db, [arg(a, 0)]);
             let old = string_value(st.get_meta(&st.latest(), db, arg(a, 0))?)?;
             if old.is_some() {
                 let mut b = WriteBatch::new();
@@ -76,7 +76,7 @@ pub fn run(st: &Store, db: u8, name: &str, a: &[Vec<u8>]) -> CmdResult {
             incr_by(st, db, arg(a, 0), n)
         }
         "append" => {
-            let _g = st.lock();
+            let _g = st.lock_keys(db, [arg(a, 0)]);
             let key = arg(a, 0);
             let m = match st.get_meta(&st.latest(), db, key)? {
                 Some(mut m) if m.ty == Type::String => {
@@ -121,7 +121,7 @@ fn put(st: &Store, db: u8, key: &[u8], m: &Meta) -> Result<(), CmdError> {
 }
 
 fn incr_by(st: &Store, db: u8, key: &[u8], by: i64) -> CmdResult {
-    let _g = st.lock();
+    let _g = st.lock_keys(db, [key]);
     let (cur, expire_at) = match st.get_meta(&st.latest(), db, key)? {
         None => (0, 0),
         Some(m) if m.ty == Type::String => (
@@ -203,7 +203,7 @@ fn set(st: &Store, db: u8, a: &[Vec<u8>]) -> CmdResult {
             }
         }
     };
-    let _g = st.lock();
+    let _g = st.lock_keys(db, [key]);
     let old = st.get_meta(&st.latest(), db, key)?;
     let old_val = if get {
         string_value(old.clone())?
