@@ -42,7 +42,7 @@ fn command(r: &mut Rng) -> Vec<String> {
     let f = r.pick(FIELDS).to_string();
     let v = r.pick(VALUES).to_string();
     let s = |xs: &[&str]| xs.iter().map(|x| x.to_string()).collect::<Vec<_>>();
-    match r.next() % 30 {
+    match r.next() % 36 {
         0 => s(&["SET", &k, &v]),
         1 => {
             let opt = r.pick(&["NX", "XX", "GET", "KEEPTTL", "EX", "BAD"]);
@@ -86,7 +86,13 @@ fn command(r: &mut Rng) -> Vec<String> {
         ]),
         27 => s(&["TTL", &k]),
         28 => s(&["PERSIST", &k]),
-        _ => s(&["DBSIZE"]),
+        29 => s(&["DBSIZE"]),
+        30 => s(&["SETEX", &k, r.pick(&["1000", "0", "x"]), &v]),
+        31 => s(&["MSETNX", &k, &v, r.pick(KEYS), r.pick(VALUES)]),
+        32 => s(&["HSETNX", &k, &f, &v]),
+        33 => s(&["HSTRLEN", &k, &f]),
+        34 => s(&["UNLINK", &k]),
+        _ => s(&["PEXPIREAT", &k, r.pick(&["1", "x"])]),
     }
 }
 

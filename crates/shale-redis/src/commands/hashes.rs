@@ -77,6 +77,21 @@ pub fn run(st: &Store, db: u8, name: &str, a: &[Vec<u8>]) -> CmdResult {
             }
             Ok(Reply::Int(removed as i64))
         }
+        "hsetnx" => {
+            let _g = st.lock_keys(db, [key]);
+            let ro = st.latest();
+            let mut m = hash_meta(st, &ro, db, key)?.unwrap_or_else(|| new_hash(st));
+            let sk = sub_key(db, key, m.version, arg(a, 1));
+            if st.get_field(&ro, &sk)?.is_some() {
+                return Ok(Reply::Int(0));
+            }
+            m.size += 1;
+            let mut b = WriteBatch::new();
+            st.batch_put_field(&mut b, &sk, arg(a, 2));
+            st.batch_put_meta(&mut b, db, key, &m);
+            st.write(b)?;
+            Ok(Reply::Int(1))
+        }
         "hincrby" => {
             let by = parse_i64(arg(a, 2))?;
             let _g = st.lock_keys(db, [key]);
@@ -126,6 +141,12 @@ fn read(st: &Store, db: u8, name: &str, a: &[Vec<u8>]) -> CmdResult {
             }
             Ok(Reply::Array(out))
         }
+        "hstrlen" => Ok(Reply::Int(match m {
+            None => 0,
+            Some(m) => st
+                .get_field(&ro, &sub_key(db, key, m.version, arg(a, 1)))?
+                .map_or(0, |v| v.len() as i64),
+        })),
         "hlen" => Ok(Reply::Int(m.map_or(0, |m| m.size as i64))),
         "hgetall" | "hkeys" | "hvals" => {
             let fields = match m {

@@ -52,7 +52,7 @@ pub fn run(shared: &Shared, db: u8, name: &str, a: &[Vec<u8>]) -> CmdResult {
     let st = &shared.store;
     let key = arg(a, 0);
     match name {
-        "del" => {
+        "del" | "unlink" => {
             let _g = st.lock_keys(db, a.iter().map(|k| k.as_slice()));
             let ro = st.latest();
             let mut b = WriteBatch::new();
@@ -109,6 +109,8 @@ pub fn run(shared: &Shared, db: u8, name: &str, a: &[Vec<u8>]) -> CmdResult {
         }
         "expire" => expire(st, db, "expire", a),
         "pexpire" => expire(st, db, "pexpire", a),
+        "expireat" => expire(st, db, "expireat", a),
+        "pexpireat" => expire(st, db, "pexpireat", a),
         "dbsize" => {
             let mut n = 0;
             st.scan_keys(&st.snapshot(), db, None, |_, _| {
@@ -179,12 +181,19 @@ fn expire(st: &Store, db: u8, name: &'static str, a: &[Vec<u8>]) -> CmdResult {
         ));
     }
     let now = now_ms() as i64;
-    let ms = if name == "expire" {
+    let ms = if name == "expire" || name == "expireat" {
         n.checked_mul(1000)
     } else {
         Some(n)
     };
-    let Some(when) = ms.and_then(|m| m.checked_add(now)) else {
+    let absolute = name.ends_with("at");
+    let Some(when) = ms.and_then(|m| {
+        if absolute {
+            Some(m)
+        } else {
+            m.checked_add(now)
+        }
+    }) else {
         return Err(CmdError::InvalidExpire(name));
     };
     let _g = st.lock_keys(db, [key]);

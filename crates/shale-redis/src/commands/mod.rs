@@ -85,9 +85,11 @@ fn arity(name: &str) -> Option<i32> {
         "ping" | "quit" | "flushdb" | "info" | "command" => -1,
         "echo" | "select" | "get" | "getdel" | "incr" | "decr" | "strlen" | "ttl" | "pttl"
         | "persist" | "type" | "keys" | "hgetall" | "hlen" | "hkeys" | "hvals" => 2,
-        "auth" | "mget" | "del" | "exists" | "scan" | "config" => -2,
-        "set" | "mset" | "expire" | "pexpire" | "hmget" | "hdel" => -3,
-        "setnx" | "getset" | "incrby" | "decrby" | "append" | "hget" | "hexists" => 3,
+        "auth" | "mget" | "del" | "unlink" | "exists" | "scan" | "config" => -2,
+        "set" | "mset" | "msetnx" | "expire" | "pexpire" | "expireat" | "pexpireat" | "hmget"
+        | "hdel" => -3,
+        "setnx" | "getset" | "incrby" | "decrby" | "append" | "hget" | "hexists" | "hstrlen" => 3,
+        "setex" | "psetex" | "hsetnx" => 4,
         "hset" => -4,
         "hincrby" => 4,
         "dbsize" => 1,
@@ -170,9 +172,11 @@ fn run(shared: &Shared, conn: &mut Conn, name: &str, a: &[Vec<u8>]) -> CmdResult
         "config" => config(a),
         "info" => keys::info(shared, a),
         "get" | "set" | "mget" | "mset" | "setnx" | "getset" | "getdel" | "incr" | "decr"
-        | "incrby" | "decrby" | "append" | "strlen" => strings::run(st, db, name, a),
+        | "incrby" | "decrby" | "append" | "strlen" | "setex" | "psetex" | "msetnx" => {
+            strings::run(st, db, name, a)
+        }
         "hset" | "hget" | "hmget" | "hgetall" | "hdel" | "hlen" | "hexists" | "hincrby"
-        | "hkeys" | "hvals" => hashes::run(st, db, name, a),
+        | "hkeys" | "hvals" | "hsetnx" | "hstrlen" => hashes::run(st, db, name, a),
         _ => keys::run(shared, db, name, a),
     }
 }

@@ -26,7 +26,43 @@ pub fn run(st: &Store, db: u8, name: &str, a: &[Vec<u8>]) -> CmdResult {
             let m = st.get_meta(&st.latest(), db, arg(a, 0))?;
             Ok(Reply::Int(string_value(m)?.map_or(0, |v| v.len() as i64)))
         }
-        "set" => set(st, db, a),
+        "set" => set(st, db, a, "set"),
+        "setex" | "psetex" => {
+            // SETEX key seconds value == SET key value EX seconds (error names 'setex').
+            let unit = if name == "setex" { "EX" } else { "PX" };
+            let args = [
+                arg(a, 0).to_vec(),
+                arg(a, 2).to_vec(),
+                unit.as_bytes().to_vec(),
+                arg(a, 1).to_vec(),
+            ];
+            set(
+                st,
+                db,
+                &args,
+                if name == "setex" { "setex" } else { "psetex" },
+            )
+        }
+        "msetnx" => {
+            if !a.len().is_multiple_of(2) {
+                return Ok(super::wrong_args("msetnx"));
+            }
+            let _g = st.lock_keys(db, a.iter().step_by(2).map(|k| k.as_slice()));
+            let ro = st.latest();
+            for k in a.iter().step_by(2) {
+                if st.get_meta(&ro, db, k)?.is_some() {
+                    return Ok(Reply::Int(0));
+                }
+            }
+            let mut b = WriteBatch::new();
+            for kv in a.chunks(2) {
+                if let [k, v] = kv {
+                    st.batch_put_meta(&mut b, db, k, &new_string(st, v.clone(), 0));
+                }
+            }
+            st.write(b)?;
+            Ok(Reply::Int(1))
+        }
         "mset" => {
             if !a.len().is_multiple_of(2) {
                 return Ok(super::wrong_args("mset"));
@@ -148,7 +184,7 @@ enum Cond {
 }
 
 /// SET key value [NX|XX] [GET] [EX s|PX ms|EXAT s|PXAT ms|KEEPTTL]
-fn set(st: &Store, db: u8, a: &[Vec<u8>]) -> CmdResult {
+fn set(st: &Store, db: u8, a: &[Vec<u8>], cmd: &'static str) -> CmdResult {
     let (key, value) = (arg(a, 0), arg(a, 1));
     let mut cond = Cond::None;
     let mut get = false;
@@ -186,7 +222,7 @@ fn set(st: &Store, db: u8, a: &[Vec<u8>]) -> CmdResult {
         Some((raw, ms, absolute)) => {
             let n = parse_i64(raw)?;
             if n <= 0 {
-                return Err(CmdError::InvalidExpire("set"));
+                return Err(CmdError::InvalidExpire(cmd));
             }
             let n = n as u64;
             let ms_val = if ms { Some(n) } else { n.checked_mul(1000) };
@@ -199,7 +235,7 @@ fn set(st: &Store, db: u8, a: &[Vec<u8>]) -> CmdResult {
             });
             match at {
                 Some(at) if at <= i64::MAX as u64 => at,
-                _ => return Err(CmdError::InvalidExpire("set")),
+                _ => return Err(CmdError::InvalidExpire(cmd)),
             }
         }
     };
