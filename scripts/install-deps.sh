@@ -3,6 +3,8 @@
 #   build-essential  rustc links with cc; zstd-sys and ring compile C
 #   mariadb-client   the MySQL-protocol tests drive the real `mariadb` client
 #   sysbench         a bounded sysbench run against `shale serve` is a test
+#   redis-tools      the Redis-endpoint tests drive the real `redis-cli`
+#   redis-server     the Redis differential test compares with a real redis-server
 # Runs apt-get only as root on a Debian-like system; otherwise it names what
 # is missing and fails, so a run never silently skips tests.
 set -euo pipefail
@@ -10,6 +12,8 @@ need=()
 command -v cc >/dev/null 2>&1 || need+=(build-essential)
 command -v mariadb >/dev/null 2>&1 || need+=(mariadb-client)
 command -v sysbench >/dev/null 2>&1 || need+=(sysbench)
+command -v redis-cli >/dev/null 2>&1 || need+=(redis-tools)
+command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
   echo "installing: ${need[*]}" >&2

@@ -1,0 +1,317 @@
+//! Key-space commands (any type), SCAN cursors and INFO.
+
+use super::{arg, is_opt, parse_i64, CmdError, CmdResult, Shared};
+use crate::glob;
+use crate::resp::Reply;
+use crate::store::{now_ms, Store, DATABASES};
+use parking_lot::Mutex;
+use shaledb::WriteBatch;
+use std::collections::{HashMap, VecDeque};
+
+/// SCAN cursors: an id handed to the client -> the next key to visit.
+/// Bounded: the oldest cursors are forgotten (an unknown cursor restarts).
+#[derive(Default)]
+pub struct CursorTable {
+    inner: Mutex<Cursors>,
+}
+
+#[derive(Default)]
+struct Cursors {
+    next_id: u64,
+    map: HashMap<u64, (u8, Vec<u8>)>,
+    order: VecDeque<u64>,
+}
+
+const MAX_CURSORS: usize = 10_000;
+
+impl CursorTable {
+    fn save(&self, db: u8, next_key: Vec<u8>) -> u64 {
+        let mut c = self.inner.lock();
+        c.next_id += 1;
+        let id = c.next_id;
+        c.map.insert(id, (db, next_key));
+        c.order.push_back(id);
+        while c.order.len() > MAX_CURSORS {
+            if let Some(old) = c.order.pop_front() {
+                c.map.remove(&old);
+            }
+        }
+        id
+    }
+
+    fn take(&self, db: u8, id: u64) -> Option<Vec<u8>> {
+        let mut c = self.inner.lock();
+        match c.map.remove(&id) {
+            Some((d, k)) if d == db => Some(k),
+            _ => None,
+        }
+    }
+}
+
+pub fn run(shared: &Shared, db: u8, name: &str, a: &[Vec<u8>]) -> CmdResult {
+    let st = &shared.store;
+    let key = arg(a, 0);
+    match name {
+        "del" | "unlink" => {
+            let _g = st.lock_keys(db, a.iter().map(|k| k.as_slice()));
+            let ro = st.latest();
+            let mut b = WriteBatch::new();
+            let mut n = 0;
+            let mut seen = std::collections::HashSet::new();
+            for k in a {
+                if seen.insert(k.as_slice()) && st.get_meta(&ro, db, k)?.is_some() {
+                    st.batch_delete_meta(&mut b, db, k);
+                    n += 1;
+                }
+            }
+            st.write(b)?;
+            Ok(Reply::Int(n))
+        }
+        "exists" => {
+            let ro = st.snapshot();
+            let mut n = 0;
+            for k in a {
+                n += st.get_meta(&ro, db, k)?.is_some() as i64;
+            }
+            Ok(Reply::Int(n))
+        }
+        "type" => Ok(Reply::Simple(
+            st.get_meta(&st.latest(), db, key)?
+                .map_or("none", |m| m.ty.name())
+                .into(),
+        )),
+        "ttl" | "pttl" => {
+            let Some(m) = st.get_meta(&st.latest(), db, key)? else {
+                return Ok(Reply::Int(-2));
+            };
+            if m.expire_at == 0 {
+                return Ok(Reply::Int(-1));
+            }
+            let left = m.expire_at.saturating_sub(now_ms()) as i64;
+            Ok(Reply::Int(if name == "ttl" {
+                (left + 500) / 1000
+            } else {
+                left
+            }))
+        }
+        "persist" => {
+            let _g = st.lock_keys(db, [key]);
+            match st.get_meta(&st.latest(), db, key)? {
+                Some(mut m) if m.expire_at != 0 => {
+                    m.expire_at = 0;
+                    let mut b = WriteBatch::new();
+                    st.batch_put_meta(&mut b, db, key, &m);
+                    st.write(b)?;
+                    Ok(Reply::Int(1))
+                }
+                _ => Ok(Reply::Int(0)),
+            }
+        }
+        "expire" => expire(st, db, "expire", a),
+        "pexpire" => expire(st, db, "pexpire", a),
+        "expireat" => expire(st, db, "expireat", a),
+        "pexpireat" => expire(st, db, "pexpireat", a),
+        "dbsize" => {
+            let mut n = 0;
+            st.scan_keys(&st.snapshot(), db, None, |_, _| {
+                n += 1;
+                true
+            })?;
+            Ok(Reply::Int(n))
+        }
+        "flushdb" => {
+            if a.len() > 1
+                || a.first()
+                    .is_some_and(|o| !is_opt(o, "SYNC") && !is_opt(o, "ASYNC"))
+            {
+                return Err(CmdError::Syntax);
+            }
+            let _g = st.lock_all();
+            st.flush_db(db)?;
+            Ok(Reply::ok())
+        }
+        "keys" => {
+            let mut out = Vec::new();
+            st.scan_keys(&st.snapshot(), db, None, |k, _| {
+                if glob::matches(key, k) {
+                    out.push(Reply::bulk(k));
+                }
+                true
+            })?;
+            Ok(Reply::Array(out))
+        }
+        "scan" => scan(shared, db, a),
+        _ => Ok(super::unknown_command(
+            &std::iter::once(name.as_bytes().to_vec())
+                .chain(a.iter().cloned())
+                .collect::<Vec<_>>(),
+        )),
+    }
+}
+
+/// EXPIRE/PEXPIRE key n [NX|XX|GT|LT]
+fn expire(st: &Store, db: u8, name: &'static str, a: &[Vec<u8>]) -> CmdResult {
+    let key = arg(a, 0);
+    let n = parse_i64(arg(a, 1))?;
+    let (mut nx, mut xx, mut gt, mut lt) = (false, false, false, false);
+    for o in a.get(2..).unwrap_or_default() {
+        if is_opt(o, "NX") {
+            nx = true;
+        } else if is_opt(o, "XX") {
+            xx = true;
+        } else if is_opt(o, "GT") {
+            gt = true;
+        } else if is_opt(o, "LT") {
+            lt = true;
+        } else {
+            return Err(CmdError::Other(format!(
+                "Unsupported option {}",
+                String::from_utf8_lossy(o)
+            )));
+        }
+    }
+    if nx && (xx || gt || lt) {
+        return Err(CmdError::Other(
+            "NX and XX, GT or LT options at the same time are not compatible".into(),
+        ));
+    }
+    if gt && lt {
+        return Err(CmdError::Other(
+            "GT and LT options at the same time are not compatible".into(),
+        ));
+    }
+    let now = now_ms() as i64;
+    let ms = if name == "expire" || name == "expireat" {
+        n.checked_mul(1000)
+    } else {
+        Some(n)
+    };
+    let absolute = name.ends_with("at");
+    let Some(when) = ms.and_then(|m| {
+        if absolute {
+            Some(m)
+        } else {
+            m.checked_add(now)
+        }
+    }) else {
+        return Err(CmdError::InvalidExpire(name));
+    };
+    let _g = st.lock_keys(db, [key]);
+    let Some(mut m) = st.get_meta(&st.latest(), db, key)? else {
+        return Ok(Reply::Int(0));
+    };
+    let cur = m.expire_at as i64; // 0 = none (infinite)
+    let skip = (nx && cur != 0)
+        || (xx && cur == 0)
+        || (gt && (cur == 0 || when <= cur))
+        || (lt && cur != 0 && when >= cur);
+    if skip {
+        return Ok(Reply::Int(0));
+    }
+    let mut b = WriteBatch::new();
+    if when <= now {
+        st.batch_delete_meta(&mut b, db, key);
+    } else {
+        m.expire_at = when as u64;
+        st.batch_put_meta(&mut b, db, key, &m);
+    }
+    st.write(b)?;
+    Ok(Reply::Int(1))
+}
+
+/// SCAN cursor [MATCH pattern] [COUNT n] [TYPE t]
+fn scan(shared: &Shared, db: u8, a: &[Vec<u8>]) -> CmdResult {
+    let st = &shared.store;
+    let cursor: u64 = std::str::from_utf8(arg(a, 0))
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| CmdError::Other("invalid cursor".into()))?;
+    let (mut pattern, mut count, mut ty) = (None, 10i64, None);
+    let mut i = 1;
+    while let Some(o) = a.get(i) {
+        let Some(v) = a.get(i + 1) else {
+            return Err(CmdError::Syntax);
+        };
+        if is_opt(o, "MATCH") {
+            pattern = Some(v.as_slice());
+        } else if is_opt(o, "COUNT") {
+            count = parse_i64(v)?;
+            if count < 1 {
+                return Err(CmdError::Syntax);
+            }
+        } else if is_opt(o, "TYPE") {
+            ty = Some(String::from_utf8_lossy(v).to_ascii_lowercase());
+        } else {
+            return Err(CmdError::Syntax);
+        }
+        i += 2;
+    }
+    let start = if cursor == 0 {
+        None
+    } else {
+        shared.cursors.take(db, cursor)
+    };
+    let mut keys = Vec::new();
+    let mut visited = 0i64;
+    let mut next: Option<Vec<u8>> = None;
+    st.scan_keys(&st.snapshot(), db, start.as_deref(), |k, m| {
+        if visited >= count {
+            next = Some(k.to_vec());
+            return false;
+        }
+        visited += 1;
+        if pattern.is_none_or(|p| glob::matches(p, k))
+            && ty.as_deref().is_none_or(|t| t == m.ty.name())
+        {
+            keys.push(Reply::bulk(k));
+        }
+        true
+    })?;
+    let next_cursor = next.map_or(0, |k| shared.cursors.save(db, k));
+    Ok(Reply::Array(vec![
+        Reply::bulk(next_cursor.to_string()),
+        Reply::Array(keys),
+    ]))
+}
+
+/// INFO [section ...]: `# Server` and `# Keyspace`.
+pub fn info(shared: &Shared, a: &[Vec<u8>]) -> CmdResult {
+    let want = |s: &str| {
+        a.is_empty()
+            || a.iter().any(|x| {
+                is_opt(x, s) || is_opt(x, "all") || is_opt(x, "default") || is_opt(x, "everything")
+            })
+    };
+    let mut out = String::new();
+    if want("server") {
+        out.push_str("# Server\r\nredis_version:7.0.0-shaledb\r\nredis_mode:standalone\r\n");
+        out.push_str(&format!(
+            "process_id:{}\r\ntcp_port:{}\r\nuptime_in_seconds:{}\r\n",
+            std::process::id(),
+            shared.port,
+            shared.started.elapsed().as_secs()
+        ));
+    }
+    if want("keyspace") {
+        if !out.is_empty() {
+            out.push_str("\r\n");
+        }
+        out.push_str("# Keyspace\r\n");
+        let st = &shared.store;
+        let ro = st.snapshot();
+        for db in 0..DATABASES {
+            let (mut keys, mut expires) = (0u64, 0u64);
+            st.scan_keys(&ro, db, None, |_, m| {
+                keys += 1;
+                expires += (m.expire_at != 0) as u64;
+                true
+            })?;
+            if keys > 0 {
+                out.push_str(&format!(
+                    "db{db}:keys={keys},expires={expires},avg_ttl=0\r\n"
+                ));
+            }
+        }
+    }
+    Ok(Reply::bulk(out))
+}

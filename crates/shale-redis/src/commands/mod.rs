@@ -1,0 +1,271 @@
+//! Command dispatch: lookup, arity, authentication, then the command, with
+//! Redis's reply types and error strings.
+
+mod hashes;
+mod keys;
+mod strings;
+
+use crate::resp::Reply;
+use crate::store::{Store, StoreError, DATABASES};
+use std::sync::atomic::AtomicU64;
+use std::time::Instant;
+use thiserror::Error;
+
+pub use keys::CursorTable;
+
+/// A command's failure; `Display` is the exact error line Redis sends.
+#[derive(Debug, Error)]
+pub enum CmdError {
+    #[error("WRONGTYPE Operation against a key holding the wrong kind of value")]
+    WrongType,
+    #[error("ERR value is not an integer or out of range")]
+    NotInteger,
+    #[error("ERR hash value is not an integer")]
+    HashNotInteger,
+    #[error("ERR increment or decrement would overflow")]
+    Overflow,
+    #[error("ERR syntax error")]
+    Syntax,
+    #[error("ERR invalid expire time in '{0}' command")]
+    InvalidExpire(&'static str),
+    #[error("ERR {0}")]
+    Other(String),
+    #[error("ERR {0}")]
+    Store(#[from] StoreError),
+}
+
+pub type CmdResult = Result<Reply, CmdError>;
+
+/// What every connection of one server shares.
+pub struct Shared {
+    pub store: Store,
+    /// `None`: no password (only with `--no-password-i-know`).
+    pub password: Option<String>,
+    pub cursors: CursorTable,
+    pub started: Instant,
+    pub port: u16,
+    pub clients: AtomicU64,
+}
+
+impl Shared {
+    pub fn new(store: Store, password: Option<String>, port: u16) -> Shared {
+        Shared {
+            store,
+            password,
+            cursors: CursorTable::default(),
+            started: Instant::now(),
+            port,
+            clients: AtomicU64::new(0),
+        }
+    }
+}
+
+/// Per-connection state.
+#[derive(Debug)]
+pub struct Conn {
+    pub db: u8,
+    pub authed: bool,
+    /// Set by QUIT: close after this reply.
+    pub quit: bool,
+}
+
+impl Conn {
+    pub fn new(shared: &Shared) -> Conn {
+        Conn {
+            db: 0,
+            authed: shared.password.is_none(),
+            quit: false,
+        }
+    }
+}
+
+/// Redis 7's arity: positive = exact, negative = at least.
+fn arity(name: &str) -> Option<i32> {
+    Some(match name {
+        "ping" | "quit" | "flushdb" | "info" | "command" => -1,
+        "echo" | "select" | "get" | "getdel" | "incr" | "decr" | "strlen" | "ttl" | "pttl"
+        | "persist" | "type" | "keys" | "hgetall" | "hlen" | "hkeys" | "hvals" => 2,
+        "auth" | "mget" | "del" | "unlink" | "exists" | "scan" | "config" => -2,
+        "set" | "mset" | "msetnx" | "expire" | "pexpire" | "expireat" | "pexpireat" | "hmget"
+        | "hdel" => -3,
+        "setnx" | "getset" | "incrby" | "decrby" | "append" | "hget" | "hexists" | "hstrlen" => 3,
+        "setex" | "psetex" | "hsetnx" => 4,
+        "hset" => -4,
+        "hincrby" => 4,
+        "dbsize" => 1,
+        _ => return None,
+    })
+}
+
+pub fn wrong_args(name: &str) -> Reply {
+    Reply::err(format!(
+        "ERR wrong number of arguments for '{name}' command"
+    ))
+}
+
+pub(crate) fn unknown_command(args: &[Vec<u8>]) -> Reply {
+    let name = args.first().map(|a| lossy(a, 128)).unwrap_or_default();
+    let mut rest = String::new();
+    for a in args.iter().skip(1) {
+        if rest.len() >= 128 {
+            break;
+        }
+        let room = 128 - rest.len();
+        rest.push_str(&format!("'{}' ", lossy(a, room)));
+    }
+    Reply::err(format!(
+        "ERR unknown command '{name}', with args beginning with: {rest}"
+    ))
+}
+
+fn lossy(b: &[u8], max: usize) -> String {
+    String::from_utf8_lossy(b.get(..b.len().min(max)).unwrap_or_default()).into_owned()
+}
+
+/// Runs one request.
+pub fn dispatch(shared: &Shared, conn: &mut Conn, args: &[Vec<u8>]) -> Reply {
+    let Some(first) = args.first() else {
+        return Reply::Array(vec![]);
+    };
+    let name = String::from_utf8_lossy(first).to_ascii_lowercase();
+    let Some(ar) = arity(&name) else {
+        return unknown_command(args);
+    };
+    let n = args.len() as i32;
+    if (ar > 0 && n != ar) || (ar < 0 && n < -ar) {
+        return wrong_args(&name);
+    }
+    if !conn.authed && !matches!(name.as_str(), "auth" | "quit") {
+        return Reply::err("NOAUTH Authentication required.");
+    }
+    let rest = args.get(1..).unwrap_or_default();
+    match run(shared, conn, &name, rest) {
+        Ok(r) => r,
+        Err(e) => Reply::Error(e.to_string()),
+    }
+}
+
+fn run(shared: &Shared, conn: &mut Conn, name: &str, a: &[Vec<u8>]) -> CmdResult {
+    let st = &shared.store;
+    let db = conn.db;
+    match name {
+        "ping" => match a {
+            [] => Ok(Reply::Simple("PONG".into())),
+            [m] => Ok(Reply::bulk(m.clone())),
+            _ => Ok(wrong_args("ping")),
+        },
+        "echo" => Ok(Reply::bulk(a.first().cloned().unwrap_or_default())),
+        "quit" => {
+            conn.quit = true;
+            Ok(Reply::ok())
+        }
+        "auth" => auth(shared, conn, a),
+        "select" => {
+            let i = parse_i64(arg(a, 0))?;
+            if !(0..DATABASES as i64).contains(&i) {
+                return Err(CmdError::Other("DB index is out of range".into()));
+            }
+            conn.db = i as u8;
+            Ok(Reply::ok())
+        }
+        "command" => Ok(Reply::Array(vec![])),
+        "config" => config(a),
+        "info" => keys::info(shared, a),
+        "get" | "set" | "mget" | "mset" | "setnx" | "getset" | "getdel" | "incr" | "decr"
+        | "incrby" | "decrby" | "append" | "strlen" | "setex" | "psetex" | "msetnx" => {
+            strings::run(st, db, name, a)
+        }
+        "hset" | "hget" | "hmget" | "hgetall" | "hdel" | "hlen" | "hexists" | "hincrby"
+        | "hkeys" | "hvals" | "hsetnx" | "hstrlen" => hashes::run(st, db, name, a),
+        _ => keys::run(shared, db, name, a),
+    }
+}
+
+fn auth(shared: &Shared, conn: &mut Conn, a: &[Vec<u8>]) -> CmdResult {
+    let (user, pw) = match a {
+        [pw] => (&b"default"[..], pw),
+        [user, pw] => (user.as_slice(), pw),
+        _ => return Err(CmdError::Syntax),
+    };
+    let Some(expected) = &shared.password else {
+        if a.len() == 1 {
+            return Err(CmdError::Other(
+                "AUTH <password> called without any password configured for the default user. \
+                 Are you sure your configuration is correct?"
+                    .into(),
+            ));
+        }
+        conn.authed = true;
+        return Ok(Reply::ok());
+    };
+    if user == b"default" && pw.as_slice() == expected.as_bytes() {
+        conn.authed = true;
+        Ok(Reply::ok())
+    } else {
+        Ok(Reply::err(
+            "WRONGPASS invalid username-password pair or user is disabled.",
+        ))
+    }
+}
+
+fn config(a: &[Vec<u8>]) -> CmdResult {
+    let sub = String::from_utf8_lossy(arg(a, 0)).to_ascii_lowercase();
+    match sub.as_str() {
+        "get" => {
+            if a.len() < 2 {
+                return Ok(wrong_args("config|get"));
+            }
+            // What redis-benchmark and redis-cli read; `appendonly yes` /
+            // `appendfsync no`: every write goes through the WAL, without fsync.
+            let known = [
+                ("databases", DATABASES.to_string()),
+                ("save", String::new()),
+                ("appendonly", "yes".to_string()),
+                ("appendfsync", "no".to_string()),
+            ];
+            let mut out = Vec::new();
+            for (name, value) in &known {
+                let hit =
+                    a.get(1..).unwrap_or_default().iter().any(|pat| {
+                        crate::glob::matches(&pat.to_ascii_lowercase(), name.as_bytes())
+                    });
+                if hit {
+                    out.push(Reply::bulk(*name));
+                    out.push(Reply::bulk(value.clone()));
+                }
+            }
+            Ok(Reply::Array(out))
+        }
+        _ => Err(CmdError::Other(format!(
+            "unknown subcommand '{}'. Try CONFIG HELP.",
+            lossy(arg(a, 0), 128)
+        ))),
+    }
+}
+
+/// The i-th argument (arity was checked, so a missing one reads as empty).
+pub fn arg(a: &[Vec<u8>], i: usize) -> &[u8] {
+    a.get(i).map(|v| v.as_slice()).unwrap_or_default()
+}
+
+/// Redis's `string2ll`: optional '-', digits, no '+', no leading zeros, no blanks.
+pub fn parse_int_strict(b: &[u8]) -> Option<i64> {
+    let digits = b.strip_prefix(b"-").unwrap_or(b);
+    if digits.is_empty()
+        || !digits.iter().all(u8::is_ascii_digit)
+        || (digits.len() > 1 && digits.first() == Some(&b'0'))
+        || b == b"-0"
+    {
+        return None;
+    }
+    std::str::from_utf8(b).ok()?.parse().ok()
+}
+
+pub fn parse_i64(b: &[u8]) -> Result<i64, CmdError> {
+    parse_int_strict(b).ok_or(CmdError::NotInteger)
+}
+
+/// Case-insensitive option comparison.
+pub fn is_opt(b: &[u8], opt: &str) -> bool {
+    b.eq_ignore_ascii_case(opt.as_bytes())
+}

@@ -1,0 +1,275 @@
+//! String commands.
+
+use super::{arg, is_opt, parse_i64, CmdError, CmdResult};
+use crate::resp::Reply;
+use crate::store::{now_ms, Meta, Store, Type};
+use shaledb::WriteBatch;
+
+pub fn run(st: &Store, db: u8, name: &str, a: &[Vec<u8>]) -> CmdResult {
+    match name {
+        "get" => {
+            let m = st.get_meta(&st.latest(), db, arg(a, 0))?;
+            Ok(Reply::opt_bulk(string_value(m)?))
+        }
+        "mget" => {
+            let ro = st.snapshot();
+            let mut out = Vec::with_capacity(a.len());
+            for k in a {
+                out.push(match st.get_meta(&ro, db, k)? {
+                    Some(m) if m.ty == Type::String => Reply::Bulk(m.value),
+                    _ => Reply::Nil,
+                });
+            }
+            Ok(Reply::Array(out))
+        }
+        "strlen" => {
+            let m = st.get_meta(&st.latest(), db, arg(a, 0))?;
+            Ok(Reply::Int(string_value(m)?.map_or(0, |v| v.len() as i64)))
+        }
+        "set" => set(st, db, a, "set"),
+        "setex" | "psetex" => {
+            // SETEX key seconds value == SET key value EX seconds (error names 'setex').
+            let unit = if name == "setex" { "EX" } else { "PX" };
+            let args = [
+                arg(a, 0).to_vec(),
+                arg(a, 2).to_vec(),
+                unit.as_bytes().to_vec(),
+                arg(a, 1).to_vec(),
+            ];
+            set(
+                st,
+                db,
+                &args,
+                if name == "setex" { "setex" } else { "psetex" },
+            )
+        }
+        "msetnx" => {
+            if !a.len().is_multiple_of(2) {
+                return Ok(super::wrong_args("msetnx"));
+            }
+            let _g = st.lock_keys(db, a.iter().step_by(2).map(|k| k.as_slice()));
+            let ro = st.latest();
+            for k in a.iter().step_by(2) {
+                if st.get_meta(&ro, db, k)?.is_some() {
+                    return Ok(Reply::Int(0));
+                }
+            }
+            let mut b = WriteBatch::new();
+            for kv in a.chunks(2) {
+                if let [k, v] = kv {
+                    st.batch_put_meta(&mut b, db, k, &new_string(st, v.clone(), 0));
+                }
+            }
+            st.write(b)?;
+            Ok(Reply::Int(1))
+        }
+        "mset" => {
+            if !a.len().is_multiple_of(2) {
+                return Ok(super::wrong_args("mset"));
+            }
+            let _g = st.lock_keys(db, a.iter().step_by(2).map(|k| k.as_slice()));
+            let mut b = WriteBatch::new();
+            for kv in a.chunks(2) {
+                if let [k, v] = kv {
+                    st.batch_put_meta(&mut b, db, k, &new_string(st, v.clone(), 0));
+                }
+            }
+            st.write(b)?;
+            Ok(Reply::ok())
+        }
+        "setnx" => {
+            let _g = st.lock_keys(db, [arg(a, 0)]);
+            if st.get_meta(&st.latest(), db, arg(a, 0))?.is_some() {
+                return Ok(Reply::Int(0));
+            }
+            put(st, db, arg(a, 0), &new_string(st, arg(a, 1).to_vec(), 0))?;
+            Ok(Reply::Int(1))
+        }
+        "getset" => {
+            let _g = st.lock_keys(db, [arg(a, 0)]);
+            let old = string_value(st.get_meta(&st.latest(), db, arg(a, 0))?)?;
+            put(st, db, arg(a, 0), &new_string(st, arg(a, 1).to_vec(), 0))?;
+            Ok(Reply::opt_bulk(old))
+        }
+        "getdel" => {
+            let _g = st.lock_keys(db, [arg(a, 0)]);
+            let old = string_value(st.get_meta(&st.latest(), db, arg(a, 0))?)?;
+            if old.is_some() {
+                let mut b = WriteBatch::new();
+                st.batch_delete_meta(&mut b, db, arg(a, 0));
+                st.write(b)?;
+            }
+            Ok(Reply::opt_bulk(old))
+        }
+        "incr" => incr_by(st, db, arg(a, 0), 1),
+        "decr" => incr_by(st, db, arg(a, 0), -1),
+        "incrby" => incr_by(st, db, arg(a, 0), parse_i64(arg(a, 1))?),
+        "decrby" => {
+            let n = parse_i64(arg(a, 1))?;
+            let n = n
+                .checked_neg()
+                .ok_or_else(|| CmdError::Other("decrement would overflow".into()))?;
+            incr_by(st, db, arg(a, 0), n)
+        }
+        "append" => {
+            let _g = st.lock_keys(db, [arg(a, 0)]);
+            let key = arg(a, 0);
+            let m = match st.get_meta(&st.latest(), db, key)? {
+                Some(mut m) if m.ty == Type::String => {
+                    m.value.extend_from_slice(arg(a, 1));
+                    m.size = m.value.len() as u64;
+                    m
+                }
+                Some(_) => return Err(CmdError::WrongType),
+                None => new_string(st, arg(a, 1).to_vec(), 0),
+            };
+            put(st, db, key, &m)?;
+            Ok(Reply::Int(m.value.len() as i64))
+        }
+        _ => Err(CmdError::Other(format!("unknown command '{name}'"))),
+    }
+}
+
+/// A string's value; WRONGTYPE for another type.
+fn string_value(m: Option<Meta>) -> Result<Option<Vec<u8>>, CmdError> {
+    match m {
+        None => Ok(None),
+        Some(m) if m.ty == Type::String => Ok(Some(m.value)),
+        Some(_) => Err(CmdError::WrongType),
+    }
+}
+
+fn new_string(st: &Store, value: Vec<u8>, expire_at: u64) -> Meta {
+    Meta {
+        ty: Type::String,
+        version: st.new_version(),
+        expire_at,
+        size: value.len() as u64,
+        value,
+    }
+}
+
+fn put(st: &Store, db: u8, key: &[u8], m: &Meta) -> Result<(), CmdError> {
+    let mut b = WriteBatch::new();
+    st.batch_put_meta(&mut b, db, key, m);
+    st.write(b)?;
+    Ok(())
+}
+
+fn incr_by(st: &Store, db: u8, key: &[u8], by: i64) -> CmdResult {
+    let _g = st.lock_keys(db, [key]);
+    let (cur, expire_at) = match st.get_meta(&st.latest(), db, key)? {
+        None => (0, 0),
+        Some(m) if m.ty == Type::String => (
+            super::parse_int_strict(&m.value).ok_or(CmdError::NotInteger)?,
+            m.expire_at,
+        ),
+        Some(_) => return Err(CmdError::WrongType),
+    };
+    let n = cur.checked_add(by).ok_or(CmdError::Overflow)?;
+    put(
+        st,
+        db,
+        key,
+        &new_string(st, n.to_string().into_bytes(), expire_at),
+    )?;
+    Ok(Reply::Int(n))
+}
+
+#[derive(PartialEq)]
+enum Cond {
+    None,
+    Nx,
+    Xx,
+}
+
+/// SET key value [NX|XX] [GET] [EX s|PX ms|EXAT s|PXAT ms|KEEPTTL]
+fn set(st: &Store, db: u8, a: &[Vec<u8>], cmd: &'static str) -> CmdResult {
+    let (key, value) = (arg(a, 0), arg(a, 1));
+    let mut cond = Cond::None;
+    let mut get = false;
+    let mut keepttl = false;
+    // (raw amount, unit is ms, absolute): parsed after the options, like Redis.
+    let mut expire: Option<(&[u8], bool, bool)> = None;
+    let mut i = 2;
+    while let Some(o) = a.get(i) {
+        let next = a.get(i + 1);
+        if is_opt(o, "NX") && cond != Cond::Xx {
+            cond = Cond::Nx;
+        } else if is_opt(o, "XX") && cond != Cond::Nx {
+            cond = Cond::Xx;
+        } else if is_opt(o, "GET") {
+            get = true;
+        } else if is_opt(o, "KEEPTTL") && expire.is_none() {
+            keepttl = true;
+        } else if ["EX", "PX", "EXAT", "PXAT"].iter().any(|x| is_opt(o, x))
+            && expire.is_none()
+            && !keepttl
+            && next.is_some()
+        {
+            let ms = is_opt(o, "PX") || is_opt(o, "PXAT");
+            let absolute = is_opt(o, "EXAT") || is_opt(o, "PXAT");
+            expire = Some((next.map(|v| v.as_slice()).unwrap_or_default(), ms, absolute));
+            i += 1;
+        } else {
+            return Err(CmdError::Syntax);
+        }
+        i += 1;
+    }
+    let now = now_ms();
+    let expire_at = match expire {
+        None => 0,
+        Some((raw, ms, absolute)) => {
+            let n = parse_i64(raw)?;
+            if n <= 0 {
+                return Err(CmdError::InvalidExpire(cmd));
+            }
+            let n = n as u64;
+            let ms_val = if ms { Some(n) } else { n.checked_mul(1000) };
+            let at = ms_val.and_then(|v| {
+                if absolute {
+                    Some(v)
+                } else {
+                    v.checked_add(now)
+                }
+            });
+            match at {
+                Some(at) if at <= i64::MAX as u64 => at,
+                _ => return Err(CmdError::InvalidExpire(cmd)),
+            }
+        }
+    };
+    let _g = st.lock_keys(db, [key]);
+    let old = st.get_meta(&st.latest(), db, key)?;
+    let old_val = if get {
+        string_value(old.clone())?
+    } else {
+        None
+    };
+    let exists = old.is_some();
+    if (cond == Cond::Nx && exists) || (cond == Cond::Xx && !exists) {
+        return Ok(if get {
+            Reply::opt_bulk(old_val)
+        } else {
+            Reply::Nil
+        });
+    }
+    let expire_at = if keepttl {
+        old.as_ref().map_or(0, |m| m.expire_at)
+    } else {
+        expire_at
+    };
+    if expire_at != 0 && expire_at <= now {
+        // EXAT/PXAT in the past: the key is set and expires at once (deleted).
+        let mut b = WriteBatch::new();
+        st.batch_delete_meta(&mut b, db, key);
+        st.write(b)?;
+    } else {
+        put(st, db, key, &new_string(st, value.to_vec(), expire_at))?;
+    }
+    Ok(if get {
+        Reply::opt_bulk(old_val)
+    } else {
+        Reply::ok()
+    })
+}

@@ -1,0 +1,23 @@
+//! # shale-redis
+//!
+//! A Redis-protocol (RESP2) endpoint on the ShaleDB engine: strings and
+//! hashes stored Kvrocks-style (docs/redis.md), a thread-per-connection
+//! server, Redis's reply types and error strings.
+
+pub mod commands;
+pub mod glob;
+pub mod resp;
+pub mod server;
+pub mod store;
+
+/// Engine options for a Redis data set: values of 64 KiB or more go to
+/// value files (key-value separation), so strings and hash fields up to
+/// Redis's 512 MB bulk limit are accepted (the engine's default caps values
+/// at 1 MiB). Keys stay under the engine's 64 KiB `max_key_size`.
+pub fn engine_options() -> shaledb::Options {
+    shaledb::Options {
+        min_blob_size: 64 << 10,
+        max_value_size: resp::MAX_BULK_LEN as usize + 64,
+        ..shaledb::Options::default()
+    }
+}

@@ -1,0 +1,102 @@
+//! `shale-redis-server --db DIR --port P --requirepass PW`: the Redis
+//! endpoint on its own, bound to 127.0.0.1.
+
+use shale_redis::server::serve;
+use std::net::TcpListener;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+const USAGE: &str = "usage: shale-redis-server --db DIR [--port P (6379; 0 = any free port)] \
+                     (--requirepass PW | --no-password-i-know)";
+
+struct Args {
+    db: String,
+    port: u16,
+    password: Option<String>,
+}
+
+fn parse_args() -> Result<Args, String> {
+    let mut it = std::env::args().skip(1);
+    let (mut db, mut port, mut password, mut no_pw) = (None, 6379u16, None, false);
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--db" => db = it.next(),
+            "--port" => {
+                let v = it.next().ok_or("--port needs a value")?;
+                port = v.parse().map_err(|_| format!("bad port {v:?}"))?;
+            }
+            "--requirepass" => password = Some(it.next().ok_or("--requirepass needs a value")?),
+            "--no-password-i-know" => no_pw = true,
+            "-h" | "--help" => return Err(USAGE.into()),
+            other => return Err(format!("unknown argument {other:?}\n{USAGE}")),
+        }
+    }
+    let db = db.ok_or_else(|| format!("--db is required\n{USAGE}"))?;
+    if password.as_deref().is_some_and(str::is_empty) {
+        return Err("--requirepass must not be empty".into());
+    }
+    if password.is_none() && !no_pw {
+        return Err(format!(
+            "refusing to start without a password: pass --requirepass PW \
+             (or --no-password-i-know)\n{USAGE}"
+        ));
+    }
+    Ok(Args { db, port, password })
+}
+
+fn main() -> ExitCode {
+    let args = match parse_args() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::from(2);
+        }
+    };
+    let db = match shaledb::Db::open(&args.db, shale_redis::engine_options()) {
+        Ok(db) => db,
+        Err(e) => {
+            eprintln!("cannot open {}: {e}", args.db);
+            return ExitCode::FAILURE;
+        }
+    };
+    let listener = match TcpListener::bind(("127.0.0.1", args.port)) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("cannot bind 127.0.0.1:{}: {e}", args.port);
+            return ExitCode::FAILURE;
+        }
+    };
+    let port = listener.local_addr().map_or(args.port, |a| a.port());
+    let stop = Arc::new(AtomicBool::new(false));
+    match signal_hook::iterator::Signals::new([
+        signal_hook::consts::SIGTERM,
+        signal_hook::consts::SIGINT,
+    ]) {
+        Ok(mut signals) => {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                if signals.forever().next().is_some() {
+                    stop.store(true, Ordering::SeqCst);
+                }
+            });
+        }
+        Err(e) => eprintln!("no signal handler: {e}"),
+    }
+    println!("ShaleDB Redis endpoint on 127.0.0.1:{port}");
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    let served = serve(db.clone(), listener, args.password, stop);
+    let closed = db.close();
+    match (served, closed) {
+        (Ok(()), Ok(())) => ExitCode::SUCCESS,
+        (Err(e), _) => {
+            eprintln!("server: {e}");
+            ExitCode::FAILURE
+        }
+        (_, Err(e)) => {
+            eprintln!("close: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

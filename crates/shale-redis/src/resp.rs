@@ -1,0 +1,285 @@
+//! RESP2: an incremental request parser and a reply encoder.
+//!
+//! Requests are what Redis accepts from clients: a multibulk (`*N` then N
+//! `$len` bulk strings) or an inline command (a line split on blanks, with
+//! Redis's quoting). Nested arrays and other types inside a request are
+//! protocol errors, so the parser never recurses.
+
+use thiserror::Error;
+
+/// Largest bulk string accepted (Redis's proto-max-bulk-len default).
+pub const MAX_BULK_LEN: u64 = 512 * 1024 * 1024;
+/// Largest multibulk element count (Redis's limit).
+pub const MAX_ARRAY_LEN: u64 = 1024 * 1024;
+/// Longest inline request or `*`/`$` header line without a CRLF (Redis's PROTO_INLINE_MAX_SIZE).
+pub const MAX_INLINE: usize = 64 * 1024;
+
+/// A protocol error; the connection replies `-ERR Protocol error: <msg>` and closes.
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum ProtocolError {
+    #[error("invalid multibulk length")]
+    MultibulkLength,
+    #[error("invalid bulk length")]
+    BulkLength,
+    #[error("expected '$', got '{0}'")]
+    ExpectedDollar(char),
+    #[error("too big mbulk count string")]
+    BigCount,
+    #[error("too big bulk count string")]
+    BigBulkCount,
+    #[error("too big inline request")]
+    BigInline,
+    #[error("unbalanced quotes in request")]
+    UnbalancedQuotes,
+    #[error("expected CRLF after bulk data")]
+    MissingCrlf,
+}
+
+/// The outcome of one parse step.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Parsed {
+    /// More bytes are needed; nothing was consumed.
+    Incomplete,
+    /// A request (possibly empty: an empty inline line or `*0`) and the bytes it used.
+    Request(Vec<Vec<u8>>, usize),
+}
+
+fn find_crlf(buf: &[u8], from: usize) -> Option<usize> {
+    let tail = buf.get(from..)?;
+    tail.windows(2).position(|w| w == b"\r\n").map(|p| p + from)
+}
+
+/// Parses a decimal integer the way Redis's `string2ll` does (no blanks, no '+').
+fn parse_int(s: &[u8]) -> Option<i64> {
+    std::str::from_utf8(s)
+        .ok()
+        .filter(|t| !t.starts_with('+') && !t.is_empty())
+        .and_then(|t| t.parse::<i64>().ok())
+}
+
+/// Parses one request from the start of `buf`.
+pub fn parse_request(buf: &[u8]) -> Result<Parsed, ProtocolError> {
+    match buf.first() {
+        None => Ok(Parsed::Incomplete),
+        Some(b'*') => parse_multibulk(buf),
+        Some(_) => parse_inline(buf),
+    }
+}
+
+fn parse_multibulk(buf: &[u8]) -> Result<Parsed, ProtocolError> {
+    let Some(eol) = find_crlf(buf, 1) else {
+        if buf.len() > MAX_INLINE {
+            return Err(ProtocolError::BigCount);
+        }
+        return Ok(Parsed::Incomplete);
+    };
+    let count = buf
+        .get(1..eol)
+        .and_then(parse_int)
+        .ok_or(ProtocolError::MultibulkLength)?;
+    if count > MAX_ARRAY_LEN as i64 {
+        return Err(ProtocolError::MultibulkLength);
+    }
+    let mut pos = eol + 2;
+    if count <= 0 {
+        return Ok(Parsed::Request(Vec::new(), pos));
+    }
+    let mut args = Vec::with_capacity(count.min(1024) as usize);
+    for _ in 0..count {
+        let Some(&first) = buf.get(pos) else {
+            return Ok(Parsed::Incomplete);
+        };
+        if first != b'$' {
+            return Err(ProtocolError::ExpectedDollar(first as char));
+        }
+        let Some(eol) = find_crlf(buf, pos + 1) else {
+            if buf.len() - pos > MAX_INLINE {
+                return Err(ProtocolError::BigBulkCount);
+            }
+            return Ok(Parsed::Incomplete);
+        };
+        let len = buf
+            .get(pos + 1..eol)
+            .and_then(parse_int)
+            .ok_or(ProtocolError::BulkLength)?;
+        if len < 0 || len as u64 > MAX_BULK_LEN {
+            return Err(ProtocolError::BulkLength);
+        }
+        let start = eol + 2;
+        let end = start + len as usize;
+        let Some(data) = buf.get(start..end) else {
+            return Ok(Parsed::Incomplete);
+        };
+        match buf.get(end..end + 2) {
+            None if buf.len() <= end + 1 && buf.get(end).is_none_or(|&c| c == b'\r') => {
+                return Ok(Parsed::Incomplete)
+            }
+            Some(b"\r\n") => {}
+            _ => return Err(ProtocolError::MissingCrlf),
+        }
+        args.push(data.to_vec());
+        pos = end + 2;
+    }
+    Ok(Parsed::Request(args, pos))
+}
+
+fn parse_inline(buf: &[u8]) -> Result<Parsed, ProtocolError> {
+    let Some(nl) = buf.iter().position(|&c| c == b'\n') else {
+        if buf.len() > MAX_INLINE {
+            return Err(ProtocolError::BigInline);
+        }
+        return Ok(Parsed::Incomplete);
+    };
+    let mut line = buf.get(..nl).unwrap_or_default();
+    if let Some(stripped) = line.strip_suffix(b"\r") {
+        line = stripped;
+    }
+    let args = split_args(line).ok_or(ProtocolError::UnbalancedQuotes)?;
+    Ok(Parsed::Request(args, nl + 1))
+}
+
+fn hex_val(c: u8) -> Option<u8> {
+    (c as char).to_digit(16).map(|d| d as u8)
+}
+
+/// Redis's `sdssplitargs`: blanks separate, "..." with escapes, '...' with \'.
+/// `None` on unbalanced quotes (or a closing quote not followed by a blank).
+pub fn split_args(line: &[u8]) -> Option<Vec<Vec<u8>>> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    let at = |i: usize| line.get(i).copied();
+    loop {
+        while at(i).is_some_and(|c| c.is_ascii_whitespace()) {
+            i += 1;
+        }
+        let Some(c0) = at(i) else { return Some(out) };
+        let mut cur = Vec::new();
+        if c0 == b'"' {
+            i += 1;
+            loop {
+                match at(i)? {
+                    b'\\' => {
+                        let n = at(i + 1)?;
+                        if n == b'x' {
+                            if let (Some(h), Some(l)) =
+                                (at(i + 2).and_then(hex_val), at(i + 3).and_then(hex_val))
+                            {
+                                cur.push(h * 16 + l);
+                                i += 4;
+                                continue;
+                            }
+                        }
+                        cur.push(match n {
+                            b'n' => b'\n',
+                            b'r' => b'\r',
+                            b't' => b'\t',
+                            b'b' => 8,
+                            b'a' => 7,
+                            other => other,
+                        });
+                        i += 2;
+                    }
+                    b'"' => {
+                        i += 1;
+                        if at(i).is_some_and(|c| !c.is_ascii_whitespace()) {
+                            return None;
+                        }
+                        break;
+                    }
+                    c => {
+                        cur.push(c);
+                        i += 1;
+                    }
+                }
+            }
+        } else if c0 == b'\'' {
+            i += 1;
+            loop {
+                match at(i)? {
+                    b'\\' if at(i + 1) == Some(b'\'') => {
+                        cur.push(b'\'');
+                        i += 2;
+                    }
+                    b'\'' => {
+                        i += 1;
+                        if at(i).is_some_and(|c| !c.is_ascii_whitespace()) {
+                            return None;
+                        }
+                        break;
+                    }
+                    c => {
+                        cur.push(c);
+                        i += 1;
+                    }
+                }
+            }
+        } else {
+            while let Some(c) = at(i).filter(|c| !c.is_ascii_whitespace()) {
+                cur.push(c);
+                i += 1;
+            }
+        }
+        out.push(cur);
+    }
+}
+
+/// A reply.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reply {
+    Simple(String),
+    /// The full error line without the leading '-', e.g. `ERR syntax error`.
+    Error(String),
+    Int(i64),
+    Bulk(Vec<u8>),
+    Nil,
+    Array(Vec<Reply>),
+}
+
+impl Reply {
+    pub fn ok() -> Reply {
+        Reply::Simple("OK".into())
+    }
+    pub fn err(msg: impl Into<String>) -> Reply {
+        Reply::Error(msg.into())
+    }
+    pub fn bulk(b: impl Into<Vec<u8>>) -> Reply {
+        Reply::Bulk(b.into())
+    }
+    pub fn opt_bulk(b: Option<Vec<u8>>) -> Reply {
+        b.map_or(Reply::Nil, Reply::Bulk)
+    }
+
+    /// Appends the RESP2 encoding to `out`.
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        match self {
+            Reply::Simple(s) => line(out, b'+', s.as_bytes()),
+            Reply::Error(s) => line(out, b'-', &sanitize(s)),
+            Reply::Int(n) => line(out, b':', n.to_string().as_bytes()),
+            Reply::Nil => out.extend_from_slice(b"$-1\r\n"),
+            Reply::Bulk(b) => {
+                line(out, b'$', b.len().to_string().as_bytes());
+                out.extend_from_slice(b);
+                out.extend_from_slice(b"\r\n");
+            }
+            Reply::Array(items) => {
+                line(out, b'*', items.len().to_string().as_bytes());
+                for it in items {
+                    it.encode(out);
+                }
+            }
+        }
+    }
+}
+
+/// Error and status lines cannot hold CR or LF (Redis replaces them with blanks).
+fn sanitize(s: &str) -> Vec<u8> {
+    s.bytes()
+        .map(|c| if c == b'\r' || c == b'\n' { b' ' } else { c })
+        .collect()
+}
+
+fn line(out: &mut Vec<u8>, tag: u8, body: &[u8]) {
+    out.push(tag);
+    out.extend_from_slice(body);
+    out.extend_from_slice(b"\r\n");
+}

@@ -1,0 +1,137 @@
+//! Sockets and threads: a thread per connection (the engine's calls block
+//! on fsync and locks, like in shale-server), pipelining (every complete
+//! request in the input is answered, in order, before the next read).
+
+use crate::commands::{dispatch, Conn, Shared};
+use crate::resp::{parse_request, Parsed, Reply};
+use crate::store::{Store, StoreError};
+use std::io::{ErrorKind, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use thiserror::Error;
+
+/// Connections served at once (Redis's maxclients default).
+pub const MAX_CLIENTS: u64 = 10_000;
+/// Replies are written out once this many bytes are pending.
+const OUT_FLUSH: usize = 64 * 1024;
+/// How often idle connections and the accept loop look at the stop flag.
+const POLL: Duration = Duration::from_millis(100);
+
+#[derive(Debug, Error)]
+pub enum ServerError {
+    #[error("i/o: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("{0}")]
+    Store(#[from] StoreError),
+}
+
+/// Serves RESP2 on `listener` until `stop` is set, then waits for the
+/// connection threads. `password: None` means no authentication.
+pub fn serve(
+    db: shaledb::Db,
+    listener: TcpListener,
+    password: Option<String>,
+    stop: Arc<AtomicBool>,
+) -> Result<(), ServerError> {
+    let port = listener.local_addr()?.port();
+    let shared = Arc::new(Shared::new(Store::open(db)?, password, port));
+    listener.set_nonblocking(true)?;
+    let mut threads = Vec::new();
+    while !stop.load(Ordering::SeqCst) {
+        match listener.accept() {
+            Ok((stream, _)) => {
+                threads.retain(|t: &std::thread::JoinHandle<()>| !t.is_finished());
+                let shared = shared.clone();
+                let stop = stop.clone();
+                threads.push(std::thread::spawn(move || {
+                    let _ = connection(&shared, stream, &stop);
+                }));
+            }
+            Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                std::thread::sleep(Duration::from_millis(5))
+            }
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    for t in threads {
+        let _ = t.join();
+    }
+    Ok(())
+}
+
+struct ClientGuard<'a>(&'a Shared);
+impl Drop for ClientGuard<'_> {
+    fn drop(&mut self) {
+        self.0.clients.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+fn connection(shared: &Shared, mut stream: TcpStream, stop: &AtomicBool) -> std::io::Result<()> {
+    stream.set_nonblocking(false)?;
+    stream.set_nodelay(true)?;
+    let n = shared.clients.fetch_add(1, Ordering::SeqCst) + 1;
+    let _guard = ClientGuard(shared);
+    if n > MAX_CLIENTS {
+        stream.write_all(b"-ERR max number of clients reached\r\n")?;
+        return Ok(());
+    }
+    stream.set_read_timeout(Some(POLL))?;
+    let mut conn = Conn::new(shared);
+    let mut buf: Vec<u8> = Vec::with_capacity(16 * 1024);
+    let mut chunk = vec![0u8; 64 * 1024];
+    let mut out = Vec::with_capacity(16 * 1024);
+    loop {
+        let got = match stream.read(&mut chunk) {
+            Ok(0) => return Ok(()),
+            Ok(n) => n,
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                if stop.load(Ordering::SeqCst) {
+                    return Ok(());
+                }
+                continue;
+            }
+            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        buf.extend_from_slice(chunk.get(..got).unwrap_or_default());
+        let mut pos = 0;
+        let mut close = false;
+        while pos < buf.len() {
+            match parse_request(buf.get(pos..).unwrap_or_default()) {
+                Ok(Parsed::Incomplete) => break,
+                Ok(Parsed::Request(args, used)) => {
+                    pos += used;
+                    if args.is_empty() {
+                        continue; // empty inline line or *0: no reply, like Redis
+                    }
+                    dispatch(shared, &mut conn, &args).encode(&mut out);
+                    if conn.quit {
+                        close = true;
+                        break;
+                    }
+                }
+                Err(e) => {
+                    Reply::err(format!("ERR Protocol error: {e}")).encode(&mut out);
+                    close = true;
+                    break;
+                }
+            }
+            if out.len() >= OUT_FLUSH {
+                stream.write_all(&out)?;
+                out.clear();
+            }
+        }
+        buf.drain(..pos.min(buf.len()));
+        if !out.is_empty() {
+            stream.write_all(&out)?;
+            out.clear();
+        }
+        if close {
+            let _ = stream.shutdown(std::net::Shutdown::Both);
+            return Ok(());
+        }
+    }
+}

@@ -1,0 +1,224 @@
+//! Helpers shared by the integration tests: start shale-redis-server and
+//! redis-server on free loopback ports, drive them with redis-cli or raw RESP.
+// Tests index and unwrap freely: a panic is a test failure.
+#![allow(clippy::unwrap_used, clippy::indexing_slicing, dead_code)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub const PW: &str = "pw";
+
+/// A server process, killed (SIGKILL) when dropped.
+pub struct Proc {
+    pub child: Child,
+    pub port: u16,
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Proc {
+    /// SIGTERM, then wait for a clean exit.
+    pub fn terminate(mut self) -> std::process::ExitStatus {
+        let pid = self.child.id().to_string();
+        Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+        self.child.wait().unwrap()
+    }
+}
+
+/// Starts shale-redis-server on `dir` with `--port 0`; reads the port it prints.
+pub fn start_shale(dir: &Path) -> Proc {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_shale-redis-server"))
+        .args([
+            "--db",
+            dir.to_str().unwrap(),
+            "--port",
+            "0",
+            "--requirepass",
+            PW,
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let port = line
+        .trim()
+        .strip_prefix("ShaleDB Redis endpoint on 127.0.0.1:")
+        .unwrap_or_else(|| panic!("unexpected banner {line:?}"))
+        .parse()
+        .unwrap();
+    Proc { child, port }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Starts the real redis-server (no persistence) in `dir`; fails loudly when missing.
+pub fn start_redis(dir: &Path) -> Proc {
+    assert!(
+        Path::new("/usr/bin/redis-server").exists() || which("redis-server"),
+        "redis-server is not installed: run scripts/install-deps.sh (Debian package redis-server)"
+    );
+    let port = free_port();
+    let child = Command::new("redis-server")
+        .args([
+            "--port",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ])
+        .args(["--requirepass", PW, "--dir", dir.to_str().unwrap()])
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("cannot run redis-server: install it with scripts/install-deps.sh");
+    let p = Proc { child, port };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "redis-server did not start on port {port}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    p
+}
+
+fn which(cmd: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {cmd}")])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// `redis-cli -p P -a pw ARGS...`: stdout and stderr, trimmed.
+pub fn cli(port: u16, args: &[&str]) -> String {
+    assert!(
+        which("redis-cli"),
+        "redis-cli is not installed: run scripts/install-deps.sh (redis-tools)"
+    );
+    let out = Command::new("redis-cli")
+        .args(["-p", &port.to_string(), "-a", PW, "--no-auth-warning"])
+        .args(args)
+        .output()
+        .unwrap();
+    let mut s = String::from_utf8_lossy(&out.stdout).into_owned();
+    s.push_str(&String::from_utf8_lossy(&out.stderr));
+    s.trim_end().to_string()
+}
+
+/// `redis-cli -p P` fed `script` on stdin (one command a line, one connection).
+pub fn cli_script(port: u16, script: &str, auth: bool) -> String {
+    let mut cmd = Command::new("redis-cli");
+    cmd.args(["-p", &port.to_string(), "--no-auth-warning"]);
+    if auth {
+        cmd.args(["-a", PW]);
+    }
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(script.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let mut s = String::from_utf8_lossy(&out.stdout).into_owned();
+    s.push_str(&String::from_utf8_lossy(&out.stderr));
+    s
+}
+
+/// A raw RESP connection.
+pub struct Raw {
+    pub r: BufReader<TcpStream>,
+    pub w: TcpStream,
+}
+
+impl Raw {
+    pub fn connect(port: u16) -> Raw {
+        let s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        Raw {
+            r: BufReader::new(s.try_clone().unwrap()),
+            w: s,
+        }
+    }
+
+    pub fn encode(args: &[&[u8]]) -> Vec<u8> {
+        let mut out = format!("*{}\r\n", args.len()).into_bytes();
+        for a in args {
+            out.extend(format!("${}\r\n", a.len()).into_bytes());
+            out.extend_from_slice(a);
+            out.extend_from_slice(b"\r\n");
+        }
+        out
+    }
+
+    pub fn send(&mut self, args: &[&str]) {
+        let a: Vec<&[u8]> = args.iter().map(|s| s.as_bytes()).collect();
+        self.w.write_all(&Self::encode(&a)).unwrap();
+    }
+
+    /// One command, its reply's exact bytes.
+    pub fn call(&mut self, args: &[&str]) -> String {
+        self.send(args);
+        self.reply()
+    }
+
+    /// The exact bytes of one reply (nested arrays included).
+    pub fn reply(&mut self) -> String {
+        let mut line = String::new();
+        self.r.read_line(&mut line).unwrap();
+        assert!(line.ends_with("\r\n"), "short reply {line:?}");
+        let mut out = line.clone();
+        let body = &line[1..line.len() - 2];
+        match line.as_bytes()[0] {
+            b'$' => {
+                let n: i64 = body.parse().unwrap();
+                if n >= 0 {
+                    let mut b = vec![0u8; n as usize + 2];
+                    self.r.read_exact(&mut b).unwrap();
+                    out.push_str(&String::from_utf8_lossy(&b));
+                }
+            }
+            b'*' => {
+                let n: i64 = body.parse().unwrap();
+                for _ in 0..n.max(0) {
+                    out.push_str(&self.reply());
+                }
+            }
+            _ => {}
+        }
+        out
+    }
+
+    /// Reads until EOF (the server closed): what was left.
+    pub fn rest(&mut self) -> String {
+        let mut s = String::new();
+        let _ = self.r.read_to_string(&mut s);
+        s
+    }
+}
