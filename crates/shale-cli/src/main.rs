@@ -9,7 +9,7 @@
 //! shale --db DIR load [--sync] [--skip-bad-lines] < key<TAB>value lines   # echoes each key once acknowledged
 //! shale --db DIR txn                # transactions, snapshots, 2PC: commands on stdin
 //! shale --db DIR stats | compact | check | dump FILE
-//! shale [--db DIR] serve [--port P] # MySQL-protocol server (default DIR: ./shale-data)
+//! shale [--db DIR] serve [--port P] [--redis-port R]  # MySQL (and Redis) protocol server (default DIR: ./shale-data)
 //! shale --db DIR sql [-e "SQL"] [--batch]       # SQL on the embedded database
 //! shale --db DIR --min-blob-size 4096 load < ...   # large values to value files
 //! ```
@@ -207,6 +207,17 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
     };
     if let Some(n) = cli.recovery_threads {
         opts.recovery_threads = n;
+    }
+    if let Cmd::Serve(args) = &cli.cmd {
+        if args.redis_port.is_some() {
+            // Redis values may be up to 512 MB: the engine must accept them
+            // (large ones go to value files unless --min-blob-size says otherwise).
+            let redis = shale_redis::engine_options();
+            opts.max_value_size = opts.max_value_size.max(redis.max_value_size);
+            if opts.min_blob_size == 0 {
+                opts.min_blob_size = redis.min_blob_size;
+            }
+        }
     }
     let mode = match (&cli.cmd, cli.create) {
         (Cmd::Init, _) => open::Mode::New,

@@ -65,6 +65,14 @@ pub struct ServeArgs {
     /// Keep per-stage latency histograms (SHOW STATUS LIKE 'Stage_%').
     #[arg(long)]
     perf_hist: bool,
+    /// Also serve the Redis protocol on this port (0: any free port), on
+    /// the same address and database (its own `redis` column family).
+    #[arg(long)]
+    pub redis_port: Option<u16>,
+    /// The Redis endpoint's password (`AUTH`); default: --root-password.
+    /// It never runs without one.
+    #[arg(long, env = "SHALE_REDIS_PASSWORD", hide_env_values = true)]
+    redis_password: Option<String>,
 }
 
 /// Runs the server until SIGTERM/SIGINT, then closes `db`.
@@ -115,6 +123,27 @@ pub fn serve(db: Db, dir: &Path, args: ServeArgs) -> Result<(), CliError> {
     }
     let addr = server.local_addr()?;
     let stop = server.shutdown_handle()?;
+    // The Redis endpoint, if asked for: same address, its own thread,
+    // stopped with the MySQL server.
+    let redis_stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let redis = match args.redis_port {
+        None => None,
+        Some(port) => {
+            let password = args.redis_password.clone().or_else(|| args.root_password.clone()).ok_or_else(|| {
+                CliError::Input("--redis-port needs a password: --redis-password (or SHALE_REDIS_PASSWORD, or --root-password)".into())
+            })?;
+            let listener =
+                std::net::TcpListener::bind(SocketAddr::new(args.bind, port)).map_err(|e| {
+                    CliError::Input(format!("cannot listen on {}:{port}: {e}", args.bind))
+                })?;
+            let raddr = listener.local_addr()?;
+            let (db, stop) = (db.clone(), redis_stop.clone());
+            let handle = std::thread::spawn(move || {
+                shale_redis::server::serve(db, listener, Some(password), stop)
+            });
+            Some((raddr, handle))
+        }
+    };
     let mut signals = signal_hook::iterator::Signals::new([
         signal_hook::consts::SIGTERM,
         signal_hook::consts::SIGINT,
@@ -135,8 +164,21 @@ pub fn serve(db: Db, dir: &Path, args: ServeArgs) -> Result<(), CliError> {
         dir.display()
     );
     println!("connect: mariadb -h {host} -P {} -u root -p", addr.port());
+    if let Some((raddr, _)) = &redis {
+        println!("ShaleDB Redis endpoint on {raddr}");
+        println!("connect: redis-cli -h {host} -p {} --askpass", raddr.port());
+    }
     std::io::stdout().flush()?;
-    server.run()?;
+    let served = server.run();
+    redis_stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    if let Some((_, handle)) = redis {
+        match handle.join() {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => eprintln!("redis endpoint: {e}"),
+            Err(_) => eprintln!("redis endpoint: its thread panicked"),
+        }
+    }
+    served?;
     drop(signal_thread); // it ends with the process
     db.flush()?;
     db.close()?;

@@ -14,15 +14,23 @@ struct Served {
     port: u16,
     /// stderr lines, as they come.
     stderr: mpsc::Receiver<String>,
+    /// stdout lines after the first two (address, how to connect).
+    stdout: mpsc::Receiver<String>,
 }
 
 impl Served {
     /// Starts `shale --db dir serve --port 0` and waits for its address.
     fn start(dir: &Path, root_password: Option<&str>) -> Served {
+        Self::start_with(dir, root_password, &[])
+    }
+
+    /// [`Served::start`] with more `serve` arguments.
+    fn start_with(dir: &Path, root_password: Option<&str>, extra: &[&str]) -> Served {
         let mut c = Command::new(env!("CARGO_BIN_EXE_shale"));
         c.arg("--db")
             .arg(dir)
             .args(["serve", "--port", "0"])
+            .args(extra)
             .env_remove("SHALE_ROOT_PASSWORD")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -64,6 +72,7 @@ impl Served {
             child,
             port,
             stderr,
+            stdout: rx,
         }
     }
 
@@ -461,4 +470,84 @@ fn xa_prepared_survives_kill9() {
     assert!(e.contains("ERROR 1397"), "{e}");
     let (clean, _) = s.terminate();
     assert!(clean);
+}
+
+/// `shale serve --redis-port`: the Redis endpoint beside the MySQL one on
+/// the same database, with the root password, driven with redis-cli; its
+/// data survives a restart; never without a password.
+#[test]
+fn redis_endpoint_beside_mysql() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let s = Served::start_with(&data, Some("pw"), &["--redis-port", "0"]);
+    let line = s.stdout.recv_timeout(Duration::from_secs(10)).unwrap();
+    let rport: u16 = line
+        .strip_prefix("ShaleDB Redis endpoint on 127.0.0.1:")
+        .unwrap_or_else(|| panic!("unexpected line: {line}"))
+        .parse()
+        .unwrap();
+    let cli = |args: &[&str]| -> String {
+        let out = Command::new("redis-cli")
+            .args([
+                "-h",
+                "127.0.0.1",
+                "-p",
+                &rport.to_string(),
+                "--no-auth-warning",
+                "-a",
+                "pw",
+            ])
+            .args(args)
+            .output()
+            .expect("redis-cli (scripts/install-deps.sh installs redis-tools)");
+        String::from_utf8_lossy(&out.stdout).trim_end().to_owned()
+    };
+    assert_eq!(cli(&["SET", "greeting", "hello"]), "OK");
+    assert_eq!(cli(&["HSET", "h", "a", "1", "b", "2"]), "2");
+    assert_eq!(cli(&["GET", "greeting"]), "hello");
+    // SQL on the same server still works.
+    s.ok(
+        "root",
+        "pw",
+        "CREATE DATABASE d; CREATE TABLE d.t (id INT PRIMARY KEY); INSERT INTO d.t VALUES (1)",
+    );
+    // Without the password: NOAUTH.
+    let out = Command::new("redis-cli")
+        .args([
+            "-h",
+            "127.0.0.1",
+            "-p",
+            &rport.to_string(),
+            "GET",
+            "greeting",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("NOAUTH"),
+        "{out:?}"
+    );
+    let (clean, stderr) = s.terminate();
+    assert!(clean, "{stderr:?}");
+    let s = Served::start_with(&data, Some("pw"), &["--redis-port", &rport.to_string()]);
+    let _ = s.stdout.recv_timeout(Duration::from_secs(10)).unwrap();
+    assert_eq!(cli(&["GET", "greeting"]), "hello");
+    assert_eq!(cli(&["HGET", "h", "b"]), "2");
+    assert_eq!(s.ok("root", "pw", "SELECT id FROM d.t"), "id\n1\n");
+    let (clean, _) = s.terminate();
+    assert!(clean);
+    // No password to give the endpoint: refused at start.
+    let out = Command::new(env!("CARGO_BIN_EXE_shale"))
+        .arg("--db")
+        .arg(&data)
+        .args(["serve", "--port", "0", "--redis-port", "0"])
+        .env_remove("SHALE_ROOT_PASSWORD")
+        .env_remove("SHALE_REDIS_PASSWORD")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--redis-port needs a password"),
+        "{out:?}"
+    );
 }
