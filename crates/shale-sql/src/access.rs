@@ -34,6 +34,10 @@ pub struct AccessPath {
     /// Bounds on the next column: (value, inclusive).
     pub lo: Option<(BExpr, bool)>,
     pub hi: Option<(BExpr, bool)>,
+    /// The index holds every column the query reads from this table
+    /// (index columns + primary key): rows come from the index entries,
+    /// without a lookup of the row ("Using index").
+    pub covering: bool,
 }
 
 impl AccessPath {
@@ -178,11 +182,30 @@ pub fn choose(def: &TableDef, offset: usize, conjuncts: &[&BExpr]) -> Option<Acc
                     eq,
                     lo,
                     hi,
+                    covering: false,
                 },
             ));
         }
     }
     best.map(|(_, p)| p)
+}
+
+/// Marks `path` covering if the index (with the primary key) holds every
+/// column in `needed` (positions within the table).
+pub fn mark_covering(def: &TableDef, path: &mut AccessPath, needed: &[usize]) {
+    let Some(ix) = def.indexes.get(path.index) else {
+        return;
+    };
+    if ix.primary {
+        return;
+    }
+    let mut have = def.index_positions(ix);
+    if !def.hidden_pk {
+        if let Some(pk) = def.primary() {
+            have.extend(def.index_positions(pk));
+        }
+    }
+    path.covering = needed.iter().all(|p| have.contains(p));
 }
 
 /// A concrete key range to read.
@@ -191,11 +214,13 @@ pub enum KeyRange {
     Empty,
     /// One primary key.
     Point(Vec<u8>),
-    /// `[lo, hi)` of index `index`.
+    /// `[lo, hi)` of index `index`; `covering`: rows come from the
+    /// entries (see [`AccessPath::covering`]).
     Range {
         index: usize,
         lo: Vec<u8>,
         hi: Option<Vec<u8>>,
+        covering: bool,
     },
 }
 
@@ -219,6 +244,7 @@ pub fn key_range(
             index: 0,
             lo: index::prefix(pk_id),
             hi: prefix_successor(&index::prefix(pk_id)),
+            covering: false,
         });
     };
     let Some(ix) = def.indexes.get(path.index) else {
@@ -226,6 +252,7 @@ pub fn key_range(
             index: 0,
             lo: index::prefix(pk_id),
             hi: prefix_successor(&index::prefix(pk_id)),
+            covering: false,
         });
     };
     let positions = def.index_positions(ix);
@@ -295,5 +322,6 @@ pub fn key_range(
         index: path.index,
         lo,
         hi,
+        covering: path.covering,
     })
 }

@@ -765,6 +765,15 @@ impl BExpr {
         m
     }
 
+    /// Appends every column position the expression reads.
+    pub fn collect_columns(&self, out: &mut Vec<usize>) {
+        self.walk(&mut |e| {
+            if let BExpr::Col(i) = e {
+                out.push(*i);
+            }
+        });
+    }
+
     pub fn has_agg_or_subquery(&self) -> bool {
         let mut found = false;
         self.walk(&mut |e| {

@@ -91,3 +91,38 @@ pub fn pk_of_entry(def: &TableDef, index: &IndexDef, key: &[u8], value: &[u8]) -
     }
     Some(rest.to_vec())
 }
+
+/// The row a covering read builds from a secondary entry: the index's
+/// columns from the key, the primary key's from the pk part; the other
+/// columns NULL (the query reads none of them). None if malformed.
+pub fn covering_row(
+    def: &TableDef,
+    index: &IndexDef,
+    key: &[u8],
+    value: &[u8],
+) -> Option<Vec<Datum>> {
+    let mut row = vec![Datum::Null; def.columns.len()];
+    let mut rest = key.get(4..)?;
+    for id in &index.columns {
+        let pos = def.position_of_id(*id)?;
+        let (v, r) = keycodec::decode(rest, &def.columns.get(pos)?.ty)?;
+        *row.get_mut(pos)? = v;
+        rest = r;
+    }
+    if def.hidden_pk {
+        return Some(row);
+    }
+    let pk_part = if value.is_empty() {
+        rest.to_vec()
+    } else {
+        value.to_vec()
+    };
+    let mut rest = pk_part.as_slice();
+    for id in &def.primary()?.columns {
+        let pos = def.position_of_id(*id)?;
+        let (v, r) = keycodec::decode(rest, &def.columns.get(pos)?.ty)?;
+        *row.get_mut(pos)? = v;
+        rest = r;
+    }
+    Some(row)
+}

@@ -628,6 +628,40 @@ impl<'a> Planner<'a> {
             let e = self.resolve_output_ref(&o.expr, &projection, &scope, &mut aggs, &sub, true)?;
             order_by.push((e, matches!(o.options.sort, Some(ast::OrderBySort::Desc))));
         }
+        // Covering reads: a secondary path whose index (with the primary
+        // key) holds every column the query reads from that table.
+        let mut used = Vec::new();
+        for e in projection
+            .iter()
+            .map(|c| &c.expr)
+            .chain(&filter)
+            .chain(&group_by)
+            .chain(having.iter())
+            .chain(order_by.iter().map(|(e, _)| e))
+        {
+            e.collect_columns(&mut used);
+        }
+        for a in &aggs {
+            if let Some(e) = &a.arg {
+                e.collect_columns(&mut used);
+            }
+        }
+        for t in &tables {
+            for e in t.on.iter().chain(&t.filters) {
+                e.collect_columns(&mut used);
+            }
+        }
+        for t in &mut tables {
+            let n = t.def.columns.len();
+            let needed: Vec<usize> = used
+                .iter()
+                .filter(|c| **c >= t.offset && **c < t.offset + n)
+                .map(|c| c - t.offset)
+                .collect();
+            if let Some(p) = t.path.as_mut() {
+                access::mark_covering(&t.def, p, &needed);
+            }
+        }
         let aggregate = !aggs.is_empty() || !group_by.is_empty();
         let distinct = match &s.distinct {
             None | Some(ast::Distinct::All) => false,
@@ -778,7 +812,12 @@ impl<'a> Executor<'a> {
                 Some(v) => f(key.clone(), def.decode_row(&v)?),
                 None => Ok(true),
             },
-            KeyRange::Range { index: ix, lo, hi } => {
+            KeyRange::Range {
+                index: ix,
+                lo,
+                hi,
+                covering,
+            } => {
                 let index = def.indexes.get(*ix).ok_or_else(|| Error::RowCorrupt {
                     table: def.qualified(),
                     reason: "index out of range".into(),
@@ -793,6 +832,16 @@ impl<'a> Executor<'a> {
                     }
                     let (key, row) = if index.primary {
                         (it.key().to_vec(), def.decode_row(it.value())?)
+                    } else if *covering {
+                        let bad = || Error::RowCorrupt {
+                            table: def.qualified(),
+                            reason: format!("bad entry in index {}", index.name),
+                        };
+                        let row = index::covering_row(def, index, it.key(), it.value())
+                            .ok_or_else(bad)?;
+                        let pk =
+                            index::pk_of_entry(def, index, it.key(), it.value()).ok_or_else(bad)?;
+                        (index::pk_key(def, &pk), row)
                     } else {
                         let pk = index::pk_of_entry(def, index, it.key(), it.value()).ok_or_else(
                             || Error::RowCorrupt {

@@ -1190,6 +1190,9 @@ fn explain_rows(plan: &SelectPlan, rows: &mut Vec<Vec<Datum>>) {
         if !t.filters.is_empty() || !plan.filter.is_empty() {
             extra.push("Using where");
         }
+        if t.path.as_ref().is_some_and(|p| p.covering) {
+            extra.push("Using index");
+        }
         if plan.lock == Some(LockKind::Update) {
             extra.push("FOR UPDATE");
         }

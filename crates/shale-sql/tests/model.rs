@@ -202,5 +202,48 @@ fn random_statements_match_the_model_across_reopens() {
             "phase {phase} (seed {seed:#x})"
         );
         check_ok(&mut s);
+        // Covering reads through k_ix and u_ix agree with the model too.
+        let Output::Rows { rows: by_k, .. } = s
+            .execute("SELECT id, k FROM m.t WHERE k >= 0 ORDER BY id")
+            .unwrap()
+        else {
+            panic!()
+        };
+        let want_k: Vec<(i64, i64)> = model.iter().map(|(i, r)| (*i, r.k)).collect();
+        let got_k: Vec<(i64, i64)> = by_k
+            .iter()
+            .map(|r| {
+                (
+                    r[0].to_i128().unwrap() as i64,
+                    r[1].to_i128().unwrap() as i64,
+                )
+            })
+            .collect();
+        assert_eq!(got_k, want_k, "k_ix, phase {phase}");
+        let Output::Rows { rows: by_u, .. } = s
+            .execute("SELECT u, id FROM m.t WHERE u >= '' ORDER BY id")
+            .unwrap()
+        else {
+            panic!()
+        };
+        let want_u: Vec<(String, i64)> = model
+            .iter()
+            .filter_map(|(i, r)| r.u.clone().map(|u| (u, *i)))
+            .collect();
+        let got_u: Vec<(String, i64)> = by_u
+            .iter()
+            .map(|r| (r[0].to_text().unwrap(), r[1].to_i128().unwrap() as i64))
+            .collect();
+        assert_eq!(got_u, want_u, "u_ix, phase {phase}");
+        let Output::Rows { rows: plan, .. } = s
+            .execute("EXPLAIN SELECT id, k FROM m.t WHERE k >= 0")
+            .unwrap()
+        else {
+            panic!()
+        };
+        assert!(
+            plan[0][9].to_text().unwrap().contains("Using index"),
+            "{plan:?}"
+        );
     }
 }
