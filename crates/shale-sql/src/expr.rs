@@ -699,33 +699,42 @@ fn arith(op: BinOp, a: &Datum, b: &Datum) -> Result<Datum> {
     Ok(Datum::Decimal(r))
 }
 
-/// SQL LIKE with `%`, `_` and `\` escapes, bytewise (utf8mb4_bin).
+/// Length of the UTF-8 character starting with `lead` (1 for a byte that
+/// cannot start one, so malformed input still advances).
+fn char_len(lead: u8) -> usize {
+    match lead {
+        0xC0..=0xDF => 2,
+        0xE0..=0xEF => 3,
+        0xF0..=0xF7 => 4,
+        _ => 1,
+    }
+}
+
+/// SQL LIKE with `%`, `_` and `\` escapes, bytewise (utf8mb4_bin): `_` is
+/// one UTF-8 character, everything else compares bytes. Works on the bytes
+/// in place (no copy per row); a `%` retry moves by whole characters.
 pub fn like(s: &[u8], p: &[u8]) -> bool {
-    let s: Vec<char> = String::from_utf8_lossy(s).chars().collect();
-    let p: Vec<char> = String::from_utf8_lossy(p).chars().collect();
-    // dp over (pattern position, string position), iteratively.
     let (mut si, mut pi) = (0usize, 0usize);
     let (mut star_p, mut star_s) = (None::<usize>, 0usize);
     while si < s.len() {
-        let pc = p.get(pi).copied();
-        match pc {
-            Some('%') => {
+        match p.get(pi).copied() {
+            Some(b'%') => {
                 star_p = Some(pi);
                 star_s = si;
                 pi += 1;
                 continue;
             }
-            Some('\\') if p.get(pi + 1) == s.get(si) && p.get(pi + 1).is_some() => {
+            Some(b'\\') if p.get(pi + 1).is_some() && p.get(pi + 1) == s.get(si) => {
                 pi += 2;
                 si += 1;
                 continue;
             }
-            Some('_') => {
+            Some(b'_') => {
                 pi += 1;
-                si += 1;
+                si += s.get(si).map_or(1, |b| char_len(*b));
                 continue;
             }
-            Some(c) if c != '\\' && Some(&c) == s.get(si) => {
+            Some(c) if c != b'\\' && Some(&c) == s.get(si) => {
                 pi += 1;
                 si += 1;
                 continue;
@@ -735,13 +744,13 @@ pub fn like(s: &[u8], p: &[u8]) -> bool {
         match star_p {
             Some(sp) => {
                 pi = sp + 1;
-                star_s += 1;
+                star_s += s.get(star_s).map_or(1, |b| char_len(*b));
                 si = star_s;
             }
             None => return false,
         }
     }
-    while p.get(pi) == Some(&'%') {
+    while p.get(pi) == Some(&b'%') {
         pi += 1;
     }
     pi == p.len()
@@ -1044,6 +1053,14 @@ mod tests {
         assert!(like(b"a%b", b"a\\%b"));
         assert!(!like(b"axb", b"a\\%b"));
         assert!(like(b"abcabc", b"%abc"));
+        // `_` is one character, also when it takes several bytes.
+        assert!(like("héllo".as_bytes(), b"h_llo"));
+        assert!(!like("héllo".as_bytes(), b"h__llo"));
+        assert!(like("日本語".as_bytes(), b"%_"));
+        assert!(!like("éx".as_bytes(), b"%__x"));
+        assert!(like("aé".as_bytes(), "%é".as_bytes()));
+        assert!(like(b"50%", b"50\\%"));
+        assert!(!like(b"500", b"50\\%"));
     }
 
     #[test]
