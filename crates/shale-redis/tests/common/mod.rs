@@ -75,32 +75,49 @@ pub fn start_redis(dir: &Path) -> Proc {
         Path::new("/usr/bin/redis-server").exists() || which("redis-server"),
         "redis-server is not installed: run scripts/install-deps.sh (Debian package redis-server)"
     );
-    let port = free_port();
-    let child = Command::new("redis-server")
-        .args([
-            "--port",
-            &port.to_string(),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-        ])
-        .args(["--requirepass", PW, "--dir", dir.to_str().unwrap()])
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("cannot run redis-server: install it with scripts/install-deps.sh");
-    let p = Proc { child, port };
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            Instant::now() < deadline,
-            "redis-server did not start on port {port}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
+    // free_port() releases the port before redis-server binds it, so a
+    // server started meanwhile (a parallel test's `--port 0`) may take it:
+    // redis-server then exits. Retry on a new port until it stays up.
+    for _attempt in 0..10 {
+        let port = free_port();
+        let child = Command::new("redis-server")
+            .args([
+                "--port",
+                &port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ])
+            .args(["--requirepass", PW, "--dir", dir.to_str().unwrap()])
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("cannot run redis-server: install it with scripts/install-deps.sh");
+        let mut p = Proc { child, port };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let exited = loop {
+            if p.child.try_wait().unwrap().is_some() {
+                break true;
+            }
+            if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                // Connected: make sure it is redis-server that answered,
+                // not another process that took the port first.
+                std::thread::sleep(Duration::from_millis(100));
+                break p.child.try_wait().unwrap().is_some();
+            }
+            assert!(
+                Instant::now() < deadline,
+                "redis-server did not start on port {port}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        if !exited {
+            return p;
+        }
     }
-    p
+    panic!("redis-server exited at start on 10 ports in a row");
 }
 
 fn which(cmd: &str) -> bool {
