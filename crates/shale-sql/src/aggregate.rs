@@ -9,6 +9,24 @@ use crate::types::{sort_order, Datum, Decimal};
 use std::cmp::Ordering;
 use std::collections::{HashMap, HashSet};
 
+/// MIN/MAX: keeps `v` in `best` if it is smaller (larger with `max`).
+fn keep_extreme(best: &mut Option<Datum>, v: Datum, max: bool) {
+    let better = match best {
+        None => true,
+        Some(b) => {
+            let o = sort_order(&v, b);
+            if max {
+                o == Ordering::Greater
+            } else {
+                o == Ordering::Less
+            }
+        }
+    };
+    if better {
+        *best = Some(v);
+    }
+}
+
 /// Groups in first-seen order, each with its first row and states.
 #[derive(Default)]
 pub struct Groups {
@@ -181,20 +199,7 @@ impl AggState {
                 let Some(v) = v.filter(|v| !v.is_null()) else {
                     return Ok(());
                 };
-                let better = match best {
-                    None => true,
-                    Some(b) => {
-                        let o = sort_order(&v, b);
-                        if *max {
-                            o == Ordering::Greater
-                        } else {
-                            o == Ordering::Less
-                        }
-                    }
-                };
-                if better {
-                    *best = Some(v);
-                }
+                keep_extreme(best, v, *max);
             }
         }
         Ok(())
@@ -249,20 +254,7 @@ impl AggState {
                 }
             }
             (AggState::Extreme { best, max }, AggState::Extreme { best: Some(v), .. }) => {
-                let better = match best {
-                    None => true,
-                    Some(b) => {
-                        let o = sort_order(&v, b);
-                        if *max {
-                            o == Ordering::Greater
-                        } else {
-                            o == Ordering::Less
-                        }
-                    }
-                };
-                if better {
-                    *best = Some(v);
-                }
+                keep_extreme(best, v, *max);
             }
             (AggState::Extreme { .. }, AggState::Extreme { best: None, .. }) => {}
             _ => return Err(Error::Unsupported("merging DISTINCT aggregates".into())),
