@@ -130,14 +130,21 @@ fn constraints<'a>(conjuncts: &[&'a BExpr], offset: usize, width: usize) -> Vec<
 
 /// The best path for the table at `offset` under `conjuncts`, or None for
 /// a full scan of the primary index.
-pub fn choose(def: &TableDef, offset: usize, conjuncts: &[&BExpr]) -> Option<AccessPath> {
+/// Indexes published after `snapshot` (a transaction's read view) may lack
+/// entries of rows it sees, so they are not chosen for it.
+pub fn choose(
+    def: &TableDef,
+    offset: usize,
+    conjuncts: &[&BExpr],
+    snapshot: Option<u64>,
+) -> Option<AccessPath> {
     let cons = constraints(conjuncts, offset, def.columns.len());
     if cons.is_empty() {
         return None;
     }
     let mut best: Option<(u32, AccessPath)> = None;
     for (i, ix) in def.indexes.iter().enumerate() {
-        if ix.primary && def.hidden_pk {
+        if (ix.primary && def.hidden_pk) || snapshot.is_some_and(|s| s < ix.visible_from) {
             continue;
         }
         let positions = def.index_positions(ix);

@@ -58,6 +58,11 @@ pub struct IndexDef {
     pub columns: Vec<u32>,
     pub unique: bool,
     pub primary: bool,
+    /// The engine sequence at which the index became readable: a
+    /// transaction whose snapshot is older may miss its entries and reads
+    /// through other paths (0: readable by every snapshot).
+    #[serde(default)]
+    pub visible_from: u64,
 }
 
 /// The column ids of one schema version, in row order.
@@ -89,6 +94,10 @@ pub struct TableDef {
     /// generation cannot commit (they would lack the new entries).
     #[serde(default)]
     pub index_generation: u64,
+    /// Secondary indexes being built online: writers maintain their
+    /// entries, readers never use them (docs/tables.md, "CREATE INDEX").
+    #[serde(default)]
+    pub building: Vec<IndexDef>,
 }
 
 impl TableDef {
@@ -109,6 +118,12 @@ impl TableDef {
 
     pub fn primary(&self) -> Option<&IndexDef> {
         self.indexes.first()
+    }
+
+    /// The secondary indexes row writes maintain: the readable ones and
+    /// those being built.
+    pub fn maintained_secondaries(&self) -> impl Iterator<Item = &IndexDef> {
+        self.indexes.iter().skip(1).chain(self.building.iter())
     }
 
     /// Positions of an index's columns in the current column order.
@@ -369,10 +384,36 @@ impl Catalog {
                 .and_then(|b| b.try_into().ok())
                 .map(u32::from_be_bytes);
             if let Some(id) = id {
+                self.abandon_build(id)?;
                 self.reclaim(id)?;
             }
         }
         Ok(())
+    }
+
+    /// After a crash during an online index build: takes the unfinished
+    /// index `index_id` out of its table's `building` list (writers stop
+    /// maintaining it) before its entries are reclaimed.
+    fn abandon_build(&self, index_id: u32) -> Result<()> {
+        let def = self
+            .state
+            .read()
+            .tables
+            .values()
+            .find(|t| t.building.iter().any(|b| b.id == index_id))
+            .cloned();
+        let Some(def) = def else {
+            return Ok(());
+        };
+        let mut def = (*def).clone();
+        def.building.retain(|b| b.id != index_id);
+        let mut batch = WriteBatch::new();
+        batch.put_cf(self.dict_cf, &table_key(&def.db, &def.name), &frame(&def));
+        let def = Arc::new(def);
+        self.commit(batch, |s| {
+            s.tables
+                .insert((def.db.clone(), def.name.clone()), def.clone());
+        })
     }
 
     /// Deletes the data of a dropped index and then its garbage marker.

@@ -6,17 +6,14 @@
 //! COLUMN/TABLE, SET/DROP DEFAULT, widening a type and NOT NULL -> NULL
 //! change only the dictionary. DROP TABLE, TRUNCATE and DROP INDEX retire
 //! index ids and reclaim their key ranges with range deletes. CREATE INDEX
-//! builds the entries from a snapshot of the table while DDL holds the
-//! schema lock, then publishes the index in one dictionary batch.
+//! is online (`index_build.rs`): row statements go on during the build.
 
 use crate::catalog::{Catalog, ColumnDef, IndexDef, TableDef};
 use crate::error::{Error, Result};
 use crate::expr::{ident_name, Binder, Scope, SessionFacts};
-use crate::index;
 use crate::types::{coerce, Datum, SqlType};
-use shaledb::{ReadOptions, WriteBatch, WriteOptions};
+use shaledb::WriteBatch;
 use sqlparser::ast;
-use std::collections::BTreeMap;
 
 fn length(l: &Option<ast::CharacterLength>, default: u32) -> Result<u32> {
     match l {
@@ -276,7 +273,7 @@ fn column_from_parts<'o>(
     Ok((col, primary, unique))
 }
 
-fn index_columns(def: &TableDef, cols: &[ast::IndexColumn]) -> Result<Vec<u32>> {
+pub(crate) fn index_columns(def: &TableDef, cols: &[ast::IndexColumn]) -> Result<Vec<u32>> {
     let mut out = Vec::new();
     for c in cols {
         let name = match &c.column.expr {
@@ -339,7 +336,7 @@ fn index_spec(c: &ast::TableConstraint) -> Result<IndexSpec> {
     })
 }
 
-fn unique_index_name(def: &TableDef, base: &str) -> String {
+pub(crate) fn unique_index_name(def: &TableDef, base: &str) -> String {
     if !def
         .indexes
         .iter()
@@ -434,6 +431,7 @@ impl Ddl<'_> {
             versions: Vec::new(),
             next_column_id: 1,
             index_generation: 0,
+            building: Vec::new(),
         };
         let mut specs = Vec::new();
         for c in &ct.columns {
@@ -490,6 +488,7 @@ impl Ddl<'_> {
                 columns: Vec::new(),
                 unique: true,
                 primary: true,
+                visible_from: 0,
             });
         }
         for s in specs {
@@ -522,6 +521,7 @@ impl Ddl<'_> {
                 columns,
                 unique: s.unique,
                 primary: s.primary,
+                visible_from: 0,
             });
         }
         let autos = def.columns.iter().filter(|c| c.auto_increment).count();
@@ -610,106 +610,7 @@ impl Ddl<'_> {
     ) -> Result<()> {
         let (db, t) = self.resolve(table)?;
         let _g = self.cat.ddl_lock();
-        let _s = self.cat.schema.write();
-        let old = self.cat.table(&db, &t)?;
-        let mut def = (*old).clone();
-        self.add_index(&mut def, name, columns, unique)?;
-        Ok(())
-    }
-
-    /// Adds and builds an index on `def`, then publishes `def`.
-    fn add_index(
-        &self,
-        def: &mut TableDef,
-        name: Option<String>,
-        columns: &[ast::IndexColumn],
-        unique: bool,
-    ) -> Result<()> {
-        let cols = index_columns(def, columns)?;
-        if let Some(n) = &name {
-            if def.indexes.iter().any(|i| i.name.eq_ignore_ascii_case(n)) {
-                return Err(Error::DuplicateIndex(n.clone()));
-            }
-        }
-        let base = name.unwrap_or_else(|| {
-            def.columns
-                .iter()
-                .find(|c| Some(&c.id) == cols.first())
-                .map_or("key".into(), |c| c.name.clone())
-        });
-        let iname = unique_index_name(def, &base);
-        let mut batch = WriteBatch::new();
-        let id = self.cat.allocate_id(&mut batch)?;
-        let ix = IndexDef {
-            id,
-            name: iname,
-            columns: cols,
-            unique,
-            primary: false,
-        };
-        self.cat.mark_building(id)?;
-        if let Err(e) = self.build_index(def, &ix) {
-            // Take back what the build wrote; the mark covers a crash here.
-            self.cat.reclaim(id)?;
-            return Err(e);
-        }
-        self.cat.clear_mark(&mut batch, id);
-        def.indexes.push(ix);
-        def.index_generation += 1;
-        self.cat.put_table(batch, def.clone(), None, &[])
-    }
-
-    /// Writes the entries of `ix` for every row of `def` (read from a
-    /// snapshot), checking uniqueness, in batches straight to the engine.
-    fn build_index(&self, def: &TableDef, ix: &IndexDef) -> Result<()> {
-        let db = self.cat.engine();
-        let pk = def
-            .primary()
-            .ok_or_else(|| Error::BadTableDefinition("no primary index".into()))?;
-        let lo = index::prefix(pk.id);
-        let hi = crate::keycodec::prefix_successor(&lo);
-        let ro = ReadOptions {
-            snapshot: Some(db.snapshot()),
-            lower_bound: Some(lo.clone()),
-            upper_bound: hi,
-        };
-        let mut it = db.iter_cf(&ro, self.cat.data_cf)?;
-        it.seek_to_first()?;
-        let mut seen: BTreeMap<Vec<u8>, ()> = BTreeMap::new();
-        let mut batch = WriteBatch::new();
-        let mut n = 0usize;
-        let wo = WriteOptions {
-            sync: false,
-            ..self.cat.write_options()
-        };
-        while it.valid() {
-            let row = def.decode_row(it.value())?;
-            let pk_part = it.key().get(4..).unwrap_or_default().to_vec();
-            let (k, v) = index::secondary_entry(def, ix, &row, &pk_part);
-            if ix.unique && !v.is_empty() && seen.insert(k.clone(), ()).is_some() {
-                let value = def
-                    .index_positions(ix)
-                    .iter()
-                    .map(|p| row.get(*p).and_then(Datum::to_text).unwrap_or_default())
-                    .collect::<Vec<_>>()
-                    .join("-");
-                return Err(Error::DuplicateKey {
-                    value,
-                    key: ix.name.clone(),
-                });
-            }
-            batch.put_cf(self.cat.data_cf, &k, &v);
-            n += 1;
-            if n.is_multiple_of(4096) {
-                db.write(&wo, std::mem::replace(&mut batch, WriteBatch::new()))?;
-            }
-            it.next()?;
-        }
-        if let Some(e) = it.status() {
-            return Err(Error::Engine(e.clone()));
-        }
-        db.write(&wo, batch)?;
-        Ok(())
+        self.add_index_online(&db, &t, name, columns, unique)
     }
 
     pub fn drop_index(&self, table: &ast::ObjectName, name: &str) -> Result<()> {
@@ -734,7 +635,7 @@ impl Ddl<'_> {
     pub fn alter_table(&self, at: &ast::AlterTable) -> Result<()> {
         let (db, t) = self.resolve(&at.name)?;
         let _g = self.cat.ddl_lock();
-        let _s = self.cat.schema.write();
+        let schema = self.cat.schema.write();
         let old = self.cat.table(&db, &t)?;
         let mut def = (*old).clone();
         let mut dropped_indexes = Vec::new();
@@ -949,11 +850,15 @@ impl Ddl<'_> {
                 .cat
                 .put_table(WriteBatch::new(), def, renamed, &dropped_indexes);
         }
-        // Publish the column changes first, then build each index on them.
+        // Publish the column changes first, then build each index on them
+        // online (the schema lock is taken again only to register and to
+        // publish each index).
+        let (db, t) = (def.db.clone(), def.name.clone());
         self.cat
-            .put_table(WriteBatch::new(), def.clone(), renamed, &dropped_indexes)?;
+            .put_table(WriteBatch::new(), def, renamed, &dropped_indexes)?;
+        drop(schema);
         for (name, cols, unique) in new_indexes {
-            self.add_index(&mut def, name, &cols, unique)?;
+            self.add_index_online(&db, &t, name, &cols, unique)?;
         }
         Ok(())
     }

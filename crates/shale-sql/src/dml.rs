@@ -45,6 +45,8 @@ pub struct Dml<'a> {
     pub facts: &'a SessionFacts,
     pub params: &'a [Datum],
     pub interrupt: Option<&'a AtomicBool>,
+    /// As [`Planner::snapshot`].
+    pub snapshot: Option<u64>,
 }
 
 fn table_scope(def: &TableDef, alias: &str) -> Scope {
@@ -82,6 +84,7 @@ impl<'a> Dml<'a> {
             cat: self.cat,
             facts: self.facts,
             params: self.params,
+            snapshot: self.snapshot,
         }
     }
 
@@ -288,7 +291,7 @@ impl<'a> Dml<'a> {
             ));
         }
         if conflict.is_none() {
-            for ix in def.indexes.iter().skip(1).filter(|ix| ix.unique) {
+            for ix in def.maintained_secondaries().filter(|ix| ix.unique) {
                 let (ekey, evalue) = index::secondary_entry(def, ix, &row, &pk);
                 if evalue.is_empty() {
                     continue; // a NULL in the index: never a duplicate
@@ -397,7 +400,7 @@ impl<'a> Dml<'a> {
                 key: "PRIMARY".into(),
             });
         }
-        for ix in def.indexes.iter().skip(1).filter(|ix| ix.unique) {
+        for ix in def.maintained_secondaries().filter(|ix| ix.unique) {
             let (ekey, evalue) = index::secondary_entry(def, ix, &new, &new_pk);
             let (okey, _) = index::secondary_entry(def, ix, old, &old_pk);
             if evalue.is_empty() || ekey == okey {
@@ -428,7 +431,7 @@ impl<'a> Dml<'a> {
         new: Option<(&[u8], &[Datum], &[u8])>,
     ) -> Result<()> {
         let cf = self.cat.data_cf;
-        for ix in def.indexes.iter().skip(1) {
+        for ix in def.maintained_secondaries() {
             let o = old.map(|(_, r, pk)| index::secondary_entry(def, ix, r, pk));
             let n = new.map(|(_, r, pk)| index::secondary_entry(def, ix, r, pk));
             if o == n {
@@ -469,7 +472,7 @@ impl<'a> Dml<'a> {
             None => Vec::new(),
         };
         let conj: Vec<&BExpr> = filter.iter().flat_map(|f| f.conjuncts()).collect();
-        let path = crate::access::choose(&def, 0, &conj);
+        let path = crate::access::choose(&def, 0, &conj, self.snapshot);
         let plan = SelectPlan {
             tables: vec![TableRef {
                 def: def.clone(),

@@ -9,6 +9,10 @@ pub enum Error {
     Syntax(String),
     #[error("This version of ShaleDB doesn't yet support '{0}'")]
     Unsupported(String),
+    /// A transaction wrote a table whose indexes changed before it
+    /// committed (its rows would lack the new index's entries).
+    #[error("Table definition has changed, please retry transaction")]
+    TableDefinitionChanged,
     #[error("Unknown database '{0}'")]
     UnknownDatabase(String),
     #[error("No database selected")]
@@ -103,6 +107,7 @@ impl Error {
         match self {
             Error::Syntax(_) => 1064,
             Error::Unsupported(_) => 1235,
+            Error::TableDefinitionChanged => 1412,
             Error::UnknownDatabase(_) => 1049,
             Error::NoDatabase => 1046,
             Error::DatabaseExists(_) => 1007,

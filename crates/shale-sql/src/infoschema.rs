@@ -45,10 +45,12 @@ fn def(name: &str, columns: Vec<ColumnDef>) -> Arc<TableDef> {
             columns: Vec::new(),
             unique: true,
             primary: true,
+            visible_from: 0,
         }],
         hidden_pk: true,
         versions: Vec::new(),
         index_generation: 0,
+        building: Vec::new(),
     };
     d.push_version();
     Arc::new(d)

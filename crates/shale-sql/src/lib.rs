@@ -40,6 +40,7 @@ mod error;
 mod expr;
 mod functions;
 mod index;
+mod index_build;
 mod infoschema;
 mod keycodec;
 mod output;

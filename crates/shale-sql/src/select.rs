@@ -82,6 +82,9 @@ pub struct Planner<'a> {
     pub cat: &'a Catalog,
     pub facts: &'a SessionFacts,
     pub params: &'a [Datum],
+    /// The snapshot sequence of the reading transaction (`None`: reads see
+    /// the newest state), which decides the indexes it may read through.
+    pub snapshot: Option<u64>,
 }
 
 fn const_u64(e: &ast::Expr, params: &[Datum]) -> Result<u64> {
@@ -516,7 +519,7 @@ impl<'a> Planner<'a> {
             paths.push(if t.virtual_rows.is_some() {
                 None
             } else {
-                access::choose(&t.def, t.offset, &conj)
+                access::choose(&t.def, t.offset, &conj, self.snapshot)
             });
         }
         for (t, p) in tables.iter_mut().zip(paths) {

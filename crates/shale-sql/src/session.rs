@@ -364,6 +364,7 @@ impl Session {
                     cat: self.cat(),
                     facts: &self.facts,
                     params: &nulls,
+                    snapshot: None,
                 };
                 planner
                     .plan_query(q)?
@@ -424,13 +425,23 @@ impl Session {
         let Some(txn) = self.txn.take() else {
             return Ok(());
         };
-        let _schema = self.shared.catalog.schema.read();
-        for (table, generation) in &written {
-            if self.cat().index_generation(*table) != Some(*generation) {
+        let shared = self.shared.clone();
+        let _schema = shared.catalog.schema.read();
+        Self::commit_checked(&shared.catalog, txn, &written)
+    }
+
+    /// Commits `txn` unless a table it wrote (with the index generation it
+    /// wrote under) has had its indexes changed since. The caller holds
+    /// the schema lock shared, so no index DDL runs between check and commit.
+    fn commit_checked(
+        catalog: &crate::catalog::Catalog,
+        txn: Txn,
+        written: &HashMap<u32, u64>,
+    ) -> Result<()> {
+        for (table, generation) in written {
+            if catalog.index_generation(*table) != Some(*generation) {
                 txn.rollback();
-                return Err(Error::Unsupported(
-                    "Table definition has changed, please retry transaction".into(),
-                ));
+                return Err(Error::TableDefinitionChanged);
             }
         }
         txn.commit()?;
@@ -556,6 +567,7 @@ impl Session {
             cat: &self.shared.catalog,
             facts: &self.facts,
             params,
+            snapshot: None,
         }
     }
 
@@ -802,6 +814,15 @@ impl Session {
             }
             r
         };
+        // Autocommit: commit under the same shared schema lock, so no index
+        // DDL comes between the statement and its commit.
+        let result = match result {
+            Ok(r) if !in_explicit => match self.txn.take() {
+                Some(txn) => txn.commit().map(|()| r).map_err(Error::from),
+                None => Ok(r),
+            },
+            other => other,
+        };
         drop(schema);
         if let Some(f) = &self.interrupt {
             f.store(false, Ordering::Relaxed);
@@ -823,11 +844,10 @@ impl Session {
         } {
             self.facts.last_insert_id = id;
         }
-        for (t, g) in tables {
-            self.written.entry(t).or_insert(g);
-        }
-        if !in_explicit {
-            self.commit()?;
+        if in_explicit {
+            for (t, g) in tables {
+                self.written.entry(t).or_insert(g);
+            }
         }
         Ok(out)
     }
@@ -1238,12 +1258,19 @@ fn run_row_statement(
     alone: bool,
 ) -> Result<(Output, Vec<(u32, u64)>)> {
     let cat = &shared.catalog;
-    let planner = Planner { cat, facts, params };
+    let snapshot = txn.snapshot_sequence();
+    let planner = Planner {
+        cat,
+        facts,
+        params,
+        snapshot,
+    };
     let dml = Dml {
         cat,
         facts,
         params,
         interrupt,
+        snapshot,
     };
     match stmt {
         Statement::Query(q) => {
