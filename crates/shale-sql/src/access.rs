@@ -38,6 +38,8 @@ pub struct AccessPath {
     /// (index columns + primary key): rows come from the index entries,
     /// without a lookup of the row ("Using index").
     pub covering: bool,
+    /// Read the range backwards (ORDER BY ... DESC by index order).
+    pub reverse: bool,
 }
 
 impl AccessPath {
@@ -46,8 +48,12 @@ impl AccessPath {
         let Some(ix) = def.indexes.get(self.index) else {
             return "ALL";
         };
-        let full = self.eq.len() == ix.columns.len() && self.lo.is_none() && self.hi.is_none();
-        if full && (ix.primary || ix.unique) {
+        let bounded = self.lo.is_some() || self.hi.is_some();
+        let full = self.eq.len() == ix.columns.len() && !bounded;
+        if self.eq.is_empty() && !bounded {
+            // The whole index, read for its order.
+            "index"
+        } else if full && (ix.primary || ix.unique) {
             "const"
         } else if self.lo.is_some() || self.hi.is_some() {
             "range"
@@ -190,6 +196,7 @@ pub fn choose(
                     lo,
                     hi,
                     covering: false,
+                    reverse: false,
                 },
             ));
         }
@@ -222,12 +229,18 @@ pub enum KeyRange {
     /// One primary key.
     Point(Vec<u8>),
     /// `[lo, hi)` of index `index`; `covering`: rows come from the
-    /// entries (see [`AccessPath::covering`]).
+    /// entries (see [`AccessPath::covering`]); `reverse`: read backwards.
+    /// `ordered`: every equality value of the path was encoded, so the
+    /// rows come in the order of the index's remaining columns (a value
+    /// that does not convert exactly to its column's type widens the range
+    /// to rows that differ in that column).
     Range {
         index: usize,
         lo: Vec<u8>,
         hi: Option<Vec<u8>>,
         covering: bool,
+        reverse: bool,
+        ordered: bool,
     },
 }
 
@@ -252,6 +265,8 @@ pub fn key_range(
             lo: index::prefix(pk_id),
             hi: prefix_successor(&index::prefix(pk_id)),
             covering: false,
+            reverse: false,
+            ordered: true,
         });
     };
     let Some(ix) = def.indexes.get(path.index) else {
@@ -260,6 +275,8 @@ pub fn key_range(
             lo: index::prefix(pk_id),
             hi: prefix_successor(&index::prefix(pk_id)),
             covering: false,
+            reverse: false,
+            ordered: true,
         });
     };
     let positions = def.index_positions(ix);
@@ -330,5 +347,7 @@ pub fn key_range(
         lo,
         hi,
         covering: path.covering,
+        reverse: path.reverse,
+        ordered: exact_all,
     })
 }

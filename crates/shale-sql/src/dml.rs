@@ -492,6 +492,7 @@ impl<'a> Dml<'a> {
             having: None,
             projection: Vec::new(),
             order_by: Vec::new(),
+            ordered: false,
             distinct: false,
             limit: None,
             offset: 0,

@@ -43,6 +43,7 @@ mod index;
 mod index_build;
 mod infoschema;
 mod keycodec;
+mod order;
 mod output;
 mod parallel;
 mod rowcodec;

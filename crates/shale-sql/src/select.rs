@@ -69,6 +69,8 @@ pub struct SelectPlan {
     pub having: Option<BExpr>,
     pub projection: Vec<OutCol>,
     pub order_by: Vec<(BExpr, bool)>,
+    /// The first table's read order satisfies ORDER BY (`order.rs`).
+    pub ordered: bool,
     pub distinct: bool,
     pub limit: Option<u64>,
     pub offset: u64,
@@ -312,7 +314,7 @@ impl<'a> Planner<'a> {
         };
         match q.body.as_ref() {
             ast::SetExpr::Select(s) => {
-                let mut plan = self.plan_select(s, &order)?;
+                let mut plan = self.plan_select(s, &order, limit.is_some())?;
                 plan.limit = limit;
                 plan.offset = offset;
                 plan.lock = lock;
@@ -373,6 +375,7 @@ impl<'a> Planner<'a> {
                     having: None,
                     projection: Vec::new(),
                     order_by,
+                    ordered: false,
                     distinct: false,
                     limit,
                     offset,
@@ -402,7 +405,7 @@ impl<'a> Planner<'a> {
                 self.flatten_union(right, all, out)
             }
             ast::SetExpr::Select(s) => {
-                out.push((self.plan_select(s, &[])?, all));
+                out.push((self.plan_select(s, &[], false)?, all));
                 Ok(())
             }
             ast::SetExpr::Query(q) => {
@@ -413,7 +416,14 @@ impl<'a> Planner<'a> {
         }
     }
 
-    fn plan_select(&self, s: &ast::Select, order: &[&ast::OrderByExpr]) -> Result<SelectPlan> {
+    /// `limited`: the query has a LIMIT (an index read for ORDER BY may
+    /// then pay a lookup per row, see `order.rs`).
+    fn plan_select(
+        &self,
+        s: &ast::Select,
+        order: &[&ast::OrderByExpr],
+        limited: bool,
+    ) -> Result<SelectPlan> {
         let sub = |q: &ast::Query| self.plan_query(q);
         // FROM: tables and joins.
         let mut tables: Vec<TableRef> = Vec::new();
@@ -631,6 +641,11 @@ impl<'a> Planner<'a> {
             let e = self.resolve_output_ref(&o.expr, &projection, &scope, &mut aggs, &sub, true)?;
             order_by.push((e, matches!(o.options.sort, Some(ast::OrderBySort::Desc))));
         }
+        let aggregate = !aggs.is_empty() || !group_by.is_empty();
+        let ordered = !aggregate
+            && tables
+                .first_mut()
+                .is_some_and(|t| crate::order::use_index_order(t, &order_by, limited));
         // Covering reads: a secondary path whose index (with the primary
         // key) holds every column the query reads from that table.
         let mut used = Vec::new();
@@ -665,7 +680,6 @@ impl<'a> Planner<'a> {
                 access::mark_covering(&t.def, p, &needed);
             }
         }
-        let aggregate = !aggs.is_empty() || !group_by.is_empty();
         let distinct = match &s.distinct {
             None | Some(ast::Distinct::All) => false,
             Some(ast::Distinct::Distinct) => true,
@@ -681,6 +695,7 @@ impl<'a> Planner<'a> {
             having,
             projection,
             order_by,
+            ordered,
             distinct,
             limit: None,
             offset: 0,
@@ -820,13 +835,19 @@ impl<'a> Executor<'a> {
                 lo,
                 hi,
                 covering,
+                reverse,
+                ..
             } => {
                 let index = def.indexes.get(*ix).ok_or_else(|| Error::RowCorrupt {
                     table: def.qualified(),
                     reason: "index out of range".into(),
                 })?;
                 let mut it = self.txn.iter_cf(cf, Some(lo), hi.as_deref())?;
-                it.seek_to_first()?;
+                if *reverse {
+                    it.seek_to_last()?;
+                } else {
+                    it.seek_to_first()?;
+                }
                 let mut n = 0u32;
                 while it.valid() {
                     n = n.wrapping_add(1);
@@ -865,7 +886,11 @@ impl<'a> Executor<'a> {
                     if !f(key, row)? {
                         return Ok(false);
                     }
-                    it.next()?;
+                    if *reverse {
+                        it.prev()?;
+                    } else {
+                        it.next()?;
+                    }
                 }
                 if let Some(e) = it.status() {
                     return Err(Error::Engine(e.clone()));
@@ -873,6 +898,22 @@ impl<'a> Executor<'a> {
                 Ok(true)
             }
         }
+    }
+
+    /// Whether the first table's range, as evaluated now, reads its rows in
+    /// index order (see `KeyRange::Range::ordered`).
+    fn first_range_ordered(&self, plan: &SelectPlan) -> Result<bool> {
+        let Some(t) = plan.tables.first() else {
+            return Ok(false);
+        };
+        let row = vec![Datum::Null; plan.width];
+        let range = self.with_cx(&[], |cx| {
+            access::key_range(&t.def, t.path.as_ref(), &row, cx)
+        })?;
+        Ok(match range {
+            KeyRange::Range { ordered, .. } => ordered,
+            KeyRange::Empty | KeyRange::Point(_) => true,
+        })
     }
 
     /// Streams joined rows passing every WHERE conjunct, with the primary
@@ -997,12 +1038,20 @@ impl<'a> Executor<'a> {
             return self.run_union(plan);
         }
         let mut out: Vec<(Vec<Datum>, Vec<Datum>)> = Vec::new();
+        let sorted = plan.ordered && first.is_none() && self.first_range_ordered(plan)?;
         if plan.aggregate {
             self.aggregate(plan, first, &mut out)?;
         } else {
-            let stop_at = match (&plan.order_by.is_empty(), plan.distinct, plan.limit) {
-                (true, false, Some(l)) => Some(l.saturating_add(plan.offset)),
-                _ => None,
+            let wanted = plan
+                .limit
+                .filter(|_| !plan.distinct)
+                .map(|l| usize::try_from(l.saturating_add(plan.offset)).unwrap_or(usize::MAX));
+            // In order: stop after LIMIT + OFFSET rows. Otherwise under a
+            // LIMIT keep only the best rows seen so far (a top-N sort).
+            let (stop_at, top_n) = match wanted {
+                Some(w) if plan.order_by.is_empty() || sorted => (Some(w), None),
+                Some(w) => (None, Some(w)),
+                None => (None, None),
             };
             if plan.tables.is_empty() {
                 let row: Vec<Datum> = Vec::new();
@@ -1012,11 +1061,16 @@ impl<'a> Executor<'a> {
             } else {
                 self.for_each_row(plan, first, &mut |row, _| {
                     out.push(self.project(plan, row, &[])?);
-                    Ok(stop_at.is_none_or(|s| (out.len() as u64) < s))
+                    if let Some(n) = top_n {
+                        if out.len() >= n.saturating_mul(2).max(TOP_N_SLACK) {
+                            keep_best(plan, &mut out, n);
+                        }
+                    }
+                    Ok(stop_at.is_none_or(|s| out.len() < s))
                 })?;
             }
         }
-        let mut rows = finish(plan, out);
+        let mut rows = finish(plan, out, sorted);
         let mut columns: Vec<ColumnMeta> = plan.projection.iter().map(|c| c.meta.clone()).collect();
         conform(&mut columns, &mut rows);
         Ok((columns, rows))
@@ -1057,6 +1111,7 @@ impl<'a> Executor<'a> {
                 ..plan.clone()
             },
             keyed,
+            false,
         );
         conform(&mut columns, &mut rows);
         Ok((columns, rows))
@@ -1131,18 +1186,36 @@ impl<'a> Executor<'a> {
     }
 }
 
-/// Sorts, removes duplicates and applies OFFSET/LIMIT.
-fn finish(plan: &SelectPlan, mut out: Vec<(Vec<Datum>, Vec<Datum>)>) -> Vec<Vec<Datum>> {
-    if !plan.order_by.is_empty() {
-        out.sort_by(|(a, _), (b, _)| {
-            for ((x, y), (_, desc)) in a.iter().zip(b).zip(&plan.order_by) {
-                let o = sort_order(x, y);
-                if o != Ordering::Equal {
-                    return if *desc { o.reverse() } else { o };
-                }
-            }
-            Ordering::Equal
-        });
+/// Rows a top-N sort may hold beyond twice N before it trims.
+const TOP_N_SLACK: usize = 1024;
+
+/// ORDER BY's comparison of two rows' sort keys.
+fn by_keys(plan: &SelectPlan, a: &[Datum], b: &[Datum]) -> Ordering {
+    for ((x, y), (_, desc)) in a.iter().zip(b).zip(&plan.order_by) {
+        let o = sort_order(x, y);
+        if o != Ordering::Equal {
+            return if *desc { o.reverse() } else { o };
+        }
+    }
+    Ordering::Equal
+}
+
+/// Keeps the `n` first rows of `out` in ORDER BY order. The sort is
+/// stable, so among equal keys the earlier rows stay, as in a full sort.
+fn keep_best(plan: &SelectPlan, out: &mut Vec<(Vec<Datum>, Vec<Datum>)>, n: usize) {
+    out.sort_by(|(a, _), (b, _)| by_keys(plan, a, b));
+    out.truncate(n);
+}
+
+/// Sorts (unless `sorted`: the rows came in ORDER BY order), removes
+/// duplicates and applies OFFSET/LIMIT.
+fn finish(
+    plan: &SelectPlan,
+    mut out: Vec<(Vec<Datum>, Vec<Datum>)>,
+    sorted: bool,
+) -> Vec<Vec<Datum>> {
+    if !plan.order_by.is_empty() && !sorted {
+        out.sort_by(|(a, _), (b, _)| by_keys(plan, a, b));
     }
     let mut rows: Vec<Vec<Datum>> = out.into_iter().map(|(_, v)| v).collect();
     if plan.distinct {

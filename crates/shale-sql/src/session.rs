@@ -1198,7 +1198,7 @@ fn explain_rows(plan: &SelectPlan, rows: &mut Vec<Vec<Datum>>) {
     for (arm, _) in &plan.unions {
         explain_rows(arm, rows);
     }
-    for t in &plan.tables {
+    for (i, t) in plan.tables.iter().enumerate() {
         let (kind, key) = match &t.path {
             Some(p) => (
                 p.kind(&t.def),
@@ -1212,6 +1212,12 @@ fn explain_rows(plan: &SelectPlan, rows: &mut Vec<Vec<Datum>>) {
         }
         if t.path.as_ref().is_some_and(|p| p.covering) {
             extra.push("Using index");
+        }
+        if t.path.as_ref().is_some_and(|p| p.reverse) {
+            extra.push("Backward index scan");
+        }
+        if i == 0 && !plan.order_by.is_empty() && !plan.ordered {
+            extra.push("Using filesort");
         }
         if plan.lock == Some(LockKind::Update) {
             extra.push("FOR UPDATE");
