@@ -148,7 +148,7 @@ pub fn cast_type(dt: &ast::DataType) -> Result<SqlType> {
 /// Evaluates a DEFAULT expression to its stored text.
 fn default_text(e: &ast::Expr, facts: &SessionFacts) -> Result<Option<String>> {
     let scope = Scope::default();
-    let no_sub = |_: &ast::Query| -> Result<crate::select::SelectPlan> {
+    let no_sub = |_: &ast::Query, _: &Scope| -> Result<crate::select::SelectPlan> {
         Err(Error::Unsupported("subquery in DEFAULT".into()))
     };
     let bound = Binder {
@@ -163,10 +163,13 @@ fn default_text(e: &ast::Expr, facts: &SessionFacts) -> Result<Option<String>> {
         crate::expr::BExpr::Lit(d) => Ok(d.to_text()),
         other if other.is_constant() => {
             let cache = std::cell::RefCell::new(std::collections::HashMap::new());
-            let run = |_: &crate::select::SelectPlan| -> Result<Vec<Vec<Datum>>> { Ok(Vec::new()) };
+            let run = |_: &crate::select::SelectPlan, _: &[Datum]| -> Result<Vec<Vec<Datum>>> {
+                Ok(Vec::new())
+            };
             let cx = crate::expr::EvalCx {
                 params: &[],
                 aggs: &[],
+                outer: &[],
                 run_subquery: &run,
                 subquery_cache: &cache,
             };

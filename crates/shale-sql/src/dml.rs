@@ -63,6 +63,7 @@ fn table_scope(def: &TableDef, alias: &str) -> Scope {
                 nullable: c.nullable,
             })
             .collect(),
+        outer: None,
     }
 }
 
@@ -85,12 +86,13 @@ impl<'a> Dml<'a> {
             facts: self.facts,
             params: self.params,
             snapshot: self.snapshot,
+            outer: None,
         }
     }
 
     fn bind(&self, scope: &Scope, e: &ast::Expr) -> Result<BExpr> {
         let planner = self.planner();
-        let sub = |q: &ast::Query| planner.plan_query(q);
+        let sub = |q: &ast::Query, outer: &Scope| planner.plan_subquery(q, outer);
         Binder {
             scope,
             facts: self.facts,
@@ -355,6 +357,7 @@ impl<'a> Dml<'a> {
             let bound = self.bind(
                 &Scope {
                     cols: [scope.cols.clone(), values_cols].concat(),
+                    outer: None,
                 },
                 &expr,
             )?;
@@ -497,6 +500,7 @@ impl<'a> Dml<'a> {
             limit: None,
             offset: 0,
             lock: None,
+            outer_refs: Vec::new(),
             unions: Vec::new(),
         };
         Ok((def, scope, plan))

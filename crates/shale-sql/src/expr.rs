@@ -34,33 +34,41 @@ pub struct ScopeCol {
 #[derive(Clone, Debug, Default)]
 pub struct Scope {
     pub cols: Vec<ScopeCol>,
+    /// The columns of the query a subquery is in: a name not found in
+    /// `cols` binds to one of them (`BExpr::Outer`, a correlated subquery).
+    /// One level: a subquery of a subquery sees its own outer query only.
+    pub outer: Option<Vec<ScopeCol>>,
 }
 
 impl Scope {
     /// The position of `[table.]name`.
     pub fn resolve(&self, table: Option<&str>, name: &str) -> Result<usize> {
-        let mut found = None;
-        for (i, c) in self.cols.iter().enumerate() {
-            // VALUES(col) columns of ON DUPLICATE KEY UPDATE are reached
-            // only through their qualifier.
-            if table.is_none() && c.table == crate::dml::VALUES_TABLE {
-                continue;
-            }
-            if c.name.eq_ignore_ascii_case(name) && table.is_none_or(|t| t == c.table) {
-                if found.is_some() {
-                    return Err(Error::AmbiguousColumn(name.to_owned(), "field list".into()));
-                }
-                found = Some(i);
-            }
-        }
-        found.ok_or_else(|| {
-            let full = match table {
-                Some(t) => format!("{t}.{name}"),
-                None => name.to_owned(),
-            };
-            Error::UnknownColumn(full, "field list".into())
-        })
+        resolve_in(&self.cols, table, name)
     }
+}
+
+fn resolve_in(cols: &[ScopeCol], table: Option<&str>, name: &str) -> Result<usize> {
+    let mut found = None;
+    for (i, c) in cols.iter().enumerate() {
+        // VALUES(col) columns of ON DUPLICATE KEY UPDATE are reached
+        // only through their qualifier.
+        if table.is_none() && c.table == crate::dml::VALUES_TABLE {
+            continue;
+        }
+        if c.name.eq_ignore_ascii_case(name) && table.is_none_or(|t| t == c.table) {
+            if found.is_some() {
+                return Err(Error::AmbiguousColumn(name.to_owned(), "field list".into()));
+            }
+            found = Some(i);
+        }
+    }
+    found.ok_or_else(|| {
+        let full = match table {
+            Some(t) => format!("{t}.{name}"),
+            None => name.to_owned(),
+        };
+        Error::UnknownColumn(full, "field list".into())
+    })
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -109,6 +117,8 @@ pub struct AggCall {
 pub enum BExpr {
     Lit(Datum),
     Col(usize),
+    /// A column of the outer query's current row (correlated subquery).
+    Outer(usize),
     /// A `?` placeholder (0-based).
     Param(usize),
     Neg(Box<BExpr>),
@@ -143,8 +153,9 @@ pub struct Binder<'a> {
     pub facts: &'a SessionFacts,
     /// Aggregate slots; `None` where aggregates are not allowed.
     pub aggs: Option<&'a mut Vec<AggCall>>,
-    /// Plans subqueries (the SELECT planner).
-    pub subquery: &'a dyn Fn(&ast::Query) -> Result<SelectPlan>,
+    /// Plans subqueries (the SELECT planner), given the scope they are in
+    /// (for correlated references).
+    pub subquery: &'a dyn Fn(&ast::Query, &Scope) -> Result<SelectPlan>,
     /// Result-column aliases a name may refer to when it is not a column
     /// (HAVING and ORDER BY).
     pub aliases: &'a [(String, BExpr)],
@@ -215,6 +226,13 @@ pub fn placeholder_index(p: &str) -> Result<usize> {
 }
 
 impl Binder<'_> {
+    /// `[table.]name` among the outer query's columns: a correlated
+    /// reference (`None` if there is no outer query or no such column).
+    fn outer(&self, table: Option<&str>, name: &str) -> Option<BExpr> {
+        let cols = self.scope.outer.as_ref()?;
+        resolve_in(cols, table, name).ok().map(BExpr::Outer)
+    }
+
     pub fn bind(&mut self, e: &ast::Expr) -> Result<BExpr> {
         use ast::Expr as E;
         Ok(match e {
@@ -242,7 +260,7 @@ impl Binder<'_> {
                         .find(|(n, _)| n.eq_ignore_ascii_case(&id.value))
                     {
                         Some((_, x)) => x.clone(),
-                        None => return Err(e),
+                        None => self.outer(None, &id.value).ok_or(e)?,
                     },
                 }
             }
@@ -250,8 +268,10 @@ impl Binder<'_> {
                 let names: Vec<&str> = parts.iter().map(|p| p.value.as_str()).collect();
                 match names.as_slice() {
                     [first, var] if first.starts_with("@@") => BExpr::Lit(self.system_var(var)?),
-                    [t, c] => BExpr::Col(self.scope.resolve(Some(t), c)?),
-                    [_, t, c] => BExpr::Col(self.scope.resolve(Some(t), c)?),
+                    [t, c] | [_, t, c] => match self.scope.resolve(Some(t), c) {
+                        Ok(i) => BExpr::Col(i),
+                        Err(e) => self.outer(Some(t), c).ok_or(e)?,
+                    },
                     _ => return Err(Error::Unsupported(e.to_string())),
                 }
             }
@@ -326,7 +346,7 @@ impl Binder<'_> {
                         BExpr::InList(x, items, *negated)
                     }
                     ast::InTarget::Subquery(q) => {
-                        let plan = (self.subquery)(q)?;
+                        let plan = (self.subquery)(q, self.scope)?;
                         if plan.projection.len() != 1 {
                             return Err(Error::OperandColumns(1));
                         }
@@ -336,10 +356,15 @@ impl Binder<'_> {
                 }
             }
             E::Exists { subquery, negated } => {
-                BExpr::Exists(Box::new((self.subquery)(subquery)?), *negated)
+                let mut plan = (self.subquery)(subquery, self.scope)?;
+                // One row decides EXISTS.
+                if plan.limit.is_none() && plan.unions.is_empty() {
+                    plan.limit = Some(1);
+                }
+                BExpr::Exists(Box::new(plan), *negated)
             }
             E::Subquery(q) => {
-                let plan = (self.subquery)(q)?;
+                let plan = (self.subquery)(q, self.scope)?;
                 if plan.projection.len() != 1 {
                     return Err(Error::OperandColumns(1));
                 }
@@ -546,20 +571,48 @@ pub struct EvalCx<'a> {
     pub params: &'a [Datum],
     /// Aggregate results of the current group (`BExpr::Agg`).
     pub aggs: &'a [Datum],
-    /// Runs an (uncorrelated) subquery.
-    pub run_subquery: &'a dyn Fn(&SelectPlan) -> Result<Vec<Vec<Datum>>>,
-    /// Subquery results, by plan address: each runs once per statement.
-    pub subquery_cache: &'a RefCell<HashMap<usize, std::rc::Rc<Vec<Vec<Datum>>>>>,
+    /// The outer query's current row (`BExpr::Outer`), empty outside a
+    /// correlated subquery.
+    pub outer: &'a [Datum],
+    /// Runs a subquery; a correlated one with the given outer row.
+    pub run_subquery: &'a RunSubquery<'a>,
+    pub subquery_cache: &'a RefCell<SubqueryCache>,
 }
 
+/// Runs a subquery plan with an outer row, returning its rows.
+pub type RunSubquery<'a> = dyn Fn(&SelectPlan, &[Datum]) -> Result<Vec<Vec<Datum>>> + 'a;
+
+/// Subquery results of one statement, by plan address and, for a
+/// correlated subquery, the outer values it reads: an uncorrelated
+/// subquery runs once, a correlated one once per distinct outer value.
+pub type SubqueryCache = HashMap<(usize, Vec<u8>), std::rc::Rc<Vec<Vec<Datum>>>>;
+
+/// Correlated results kept per statement; beyond this they are not cached.
+const SUBQUERY_CACHE_ENTRIES: usize = 4096;
+
 impl EvalCx<'_> {
-    fn subquery_rows(&self, plan: &SelectPlan) -> Result<std::rc::Rc<Vec<Vec<Datum>>>> {
-        let key = plan as *const SelectPlan as usize;
+    fn subquery_rows(
+        &self,
+        plan: &SelectPlan,
+        row: &[Datum],
+    ) -> Result<std::rc::Rc<Vec<Vec<Datum>>>> {
+        let outer_values: Vec<Datum> = plan
+            .outer_refs
+            .iter()
+            .map(|i| row.get(*i).cloned().unwrap_or(Datum::Null))
+            .collect();
+        let key = (
+            plan as *const SelectPlan as usize,
+            crate::select::group_key(&outer_values),
+        );
         if let Some(r) = self.subquery_cache.borrow().get(&key) {
             return Ok(r.clone());
         }
-        let rows = std::rc::Rc::new((self.run_subquery)(plan)?);
-        self.subquery_cache.borrow_mut().insert(key, rows.clone());
+        let rows = std::rc::Rc::new((self.run_subquery)(plan, row)?);
+        let mut cache = self.subquery_cache.borrow_mut();
+        if plan.outer_refs.is_empty() || cache.len() < SUBQUERY_CACHE_ENTRIES {
+            cache.insert(key, rows.clone());
+        }
         Ok(rows)
     }
 }
@@ -763,21 +816,30 @@ impl BExpr {
         self.max_column().is_none() && !self.has_agg_or_subquery()
     }
 
-    /// The largest column position the expression reads.
+    /// The largest column position the expression reads (correlated
+    /// subqueries included).
     pub fn max_column(&self) -> Option<usize> {
-        let mut m = None;
-        self.walk(&mut |e| {
-            if let BExpr::Col(i) = e {
-                m = Some(m.map_or(*i, |x: usize| x.max(*i)));
-            }
-        });
-        m
+        let mut cols = Vec::new();
+        self.collect_columns(&mut cols);
+        cols.into_iter().max()
     }
 
-    /// Appends every column position the expression reads.
+    /// Appends every column position the expression reads, with those a
+    /// correlated subquery in it reads of this row.
     pub fn collect_columns(&self, out: &mut Vec<usize>) {
+        self.walk(&mut |e| match e {
+            BExpr::Col(i) => out.push(*i),
+            BExpr::InSubquery(_, p, _) | BExpr::Exists(p, _) | BExpr::Subquery(p) => {
+                out.extend(&p.outer_refs)
+            }
+            _ => {}
+        });
+    }
+
+    /// Appends the outer-row positions the expression reads.
+    pub fn collect_outer(&self, out: &mut Vec<usize>) {
         self.walk(&mut |e| {
-            if let BExpr::Col(i) = e {
+            if let BExpr::Outer(i) = e {
                 out.push(*i);
             }
         });
@@ -801,6 +863,7 @@ impl BExpr {
         match self {
             BExpr::Lit(_)
             | BExpr::Col(_)
+            | BExpr::Outer(_)
             | BExpr::Param(_)
             | BExpr::Agg(_)
             | BExpr::Exists(..)
@@ -856,6 +919,7 @@ impl BExpr {
         Ok(match self {
             BExpr::Lit(d) => d.clone(),
             BExpr::Col(i) => row.get(*i).cloned().unwrap_or(Datum::Null),
+            BExpr::Outer(i) => cx.outer.get(*i).cloned().unwrap_or(Datum::Null),
             BExpr::Param(i) => cx
                 .params
                 .get(*i)
@@ -902,14 +966,14 @@ impl BExpr {
             }
             BExpr::InSubquery(x, plan, neg) => {
                 let v = x.eval(row, cx)?;
-                let rows = cx.subquery_rows(plan)?;
+                let rows = cx.subquery_rows(plan, row)?;
                 in_set(&v, rows.iter().filter_map(|r| r.first()), *neg)
             }
             BExpr::Exists(plan, neg) => {
-                Datum::from_bool(cx.subquery_rows(plan)?.is_empty() == *neg)
+                Datum::from_bool(cx.subquery_rows(plan, row)?.is_empty() == *neg)
             }
             BExpr::Subquery(plan) => {
-                let rows = cx.subquery_rows(plan)?;
+                let rows = cx.subquery_rows(plan, row)?;
                 if rows.len() > 1 {
                     return Err(Error::SubqueryRows);
                 }

@@ -48,7 +48,10 @@ pub fn partitions(
         return Ok(None);
     };
     let simple = |e: &BExpr| !e.has_agg_or_subquery();
+    // A correlated subquery's plan reads the outer row, which the
+    // partition threads do not have.
     let eligible = ex.allow_parallel
+        && plan.outer_refs.is_empty()
         && first.is_none()
         && plan.lock.is_none()
         && t.virtual_rows.is_none()
@@ -157,13 +160,14 @@ pub fn aggregate(
             .map(|(lo, hi)| {
                 let snapshot = snapshot.clone();
                 scope.spawn(move || -> Result<Groups> {
-                    let no_sub = |_: &SelectPlan| -> Result<Vec<Vec<Datum>>> {
+                    let no_sub = |_: &SelectPlan, _: &[Datum]| -> Result<Vec<Vec<Datum>>> {
                         Err(Error::Unsupported("subquery in a parallel scan".into()))
                     };
                     let cache = RefCell::new(HashMap::new());
                     let cx = EvalCx {
                         params,
                         aggs: &[],
+                        outer: &[],
                         run_subquery: &no_sub,
                         subquery_cache: &cache,
                     };

@@ -13,6 +13,7 @@ use crate::catalog::{Catalog, TableDef};
 use crate::error::{Error, Result};
 use crate::expr::{
     ident_name, AggCall, AggFunc, BExpr, Binder, EvalCx, Scope, ScopeCol, SessionFacts,
+    SubqueryCache,
 };
 use crate::index;
 use crate::output::{conform, ColumnMeta};
@@ -75,6 +76,9 @@ pub struct SelectPlan {
     pub limit: Option<u64>,
     pub offset: u64,
     pub lock: Option<LockKind>,
+    /// Positions in the outer query's row this (correlated) subquery reads,
+    /// its own UNION arms included; empty for an uncorrelated one.
+    pub outer_refs: Vec<usize>,
     /// UNION [ALL] arms after this one: (plan, all).
     pub unions: Vec<(SelectPlan, bool)>,
 }
@@ -87,6 +91,8 @@ pub struct Planner<'a> {
     /// The snapshot sequence of the reading transaction (`None`: reads see
     /// the newest state), which decides the indexes it may read through.
     pub snapshot: Option<u64>,
+    /// Planning a subquery: the columns of the query it is in.
+    pub outer: Option<Vec<ScopeCol>>,
 }
 
 fn const_u64(e: &ast::Expr, params: &[Datum]) -> Result<u64> {
@@ -248,7 +254,7 @@ impl<'a> Planner<'a> {
         &'b self,
         scope: &'b Scope,
         aggs: Option<&'b mut Vec<AggCall>>,
-        sub: &'b dyn Fn(&ast::Query) -> Result<SelectPlan>,
+        sub: &'b dyn Fn(&ast::Query, &Scope) -> Result<SelectPlan>,
     ) -> Binder<'b> {
         Binder {
             scope,
@@ -380,6 +386,10 @@ impl<'a> Planner<'a> {
                     limit,
                     offset,
                     lock: None,
+                    outer_refs: arms
+                        .iter()
+                        .flat_map(|(a, _)| a.outer_refs.clone())
+                        .collect(),
                     unions: arms,
                 })
             }
@@ -416,6 +426,18 @@ impl<'a> Planner<'a> {
         }
     }
 
+    /// Plans a subquery of a query whose columns are `scope`.
+    pub fn plan_subquery(&self, q: &ast::Query, scope: &Scope) -> Result<SelectPlan> {
+        Planner {
+            cat: self.cat,
+            facts: self.facts,
+            params: self.params,
+            snapshot: self.snapshot,
+            outer: Some(scope.cols.clone()),
+        }
+        .plan_query(q)
+    }
+
     /// `limited`: the query has a LIMIT (an index read for ORDER BY may
     /// then pay a lookup per row, see `order.rs`).
     fn plan_select(
@@ -424,10 +446,13 @@ impl<'a> Planner<'a> {
         order: &[&ast::OrderByExpr],
         limited: bool,
     ) -> Result<SelectPlan> {
-        let sub = |q: &ast::Query| self.plan_query(q);
+        let sub = |q: &ast::Query, scope: &Scope| self.plan_subquery(q, scope);
         // FROM: tables and joins.
         let mut tables: Vec<TableRef> = Vec::new();
-        let mut scope = Scope::default();
+        let mut scope = Scope {
+            cols: Vec::new(),
+            outer: self.outer.clone(),
+        };
         let mut ons: Vec<(usize, ast::Expr)> = Vec::new();
         let add = |tables: &mut Vec<TableRef>,
                    scope: &mut Scope,
@@ -641,6 +666,26 @@ impl<'a> Planner<'a> {
             let e = self.resolve_output_ref(&o.expr, &projection, &scope, &mut aggs, &sub, true)?;
             order_by.push((e, matches!(o.options.sort, Some(ast::OrderBySort::Desc))));
         }
+        let mut outer_refs = Vec::new();
+        for e in projection
+            .iter()
+            .map(|c| &c.expr)
+            .chain(&filter)
+            .chain(&group_by)
+            .chain(having.iter())
+            .chain(order_by.iter().map(|(e, _)| e))
+            .chain(aggs.iter().filter_map(|a| a.arg.as_ref()))
+            .chain(tables.iter().flat_map(|t| t.on.iter().chain(&t.filters)))
+            .chain(tables.iter().filter_map(|t| t.path.as_ref()).flat_map(|p| {
+                p.eq.iter()
+                    .chain(p.lo.iter().map(|(e, _)| e))
+                    .chain(p.hi.iter().map(|(e, _)| e))
+            }))
+        {
+            e.collect_outer(&mut outer_refs);
+        }
+        outer_refs.sort_unstable();
+        outer_refs.dedup();
         let aggregate = !aggs.is_empty() || !group_by.is_empty();
         let ordered = !aggregate
             && tables
@@ -700,6 +745,7 @@ impl<'a> Planner<'a> {
             limit: None,
             offset: 0,
             lock: None,
+            outer_refs,
             unions: Vec::new(),
         })
     }
@@ -712,7 +758,7 @@ impl<'a> Planner<'a> {
         projection: &[OutCol],
         scope: &Scope,
         aggs: &mut Vec<AggCall>,
-        sub: &dyn Fn(&ast::Query) -> Result<SelectPlan>,
+        sub: &dyn Fn(&ast::Query, &Scope) -> Result<SelectPlan>,
         alias_first: bool,
     ) -> Result<BExpr> {
         if let ast::Expr::Value(v) = e {
@@ -757,7 +803,10 @@ pub struct Executor<'a> {
     pub txn: &'a Txn,
     pub params: &'a [Datum],
     pub interrupt: Option<&'a AtomicBool>,
-    pub subquery_cache: RefCell<HashMap<usize, std::rc::Rc<Vec<Vec<Datum>>>>>,
+    pub subquery_cache: RefCell<SubqueryCache>,
+    /// Outer rows of the correlated subqueries being run, innermost last
+    /// (`EvalCx::outer`).
+    outer_rows: RefCell<Vec<std::rc::Rc<Vec<Datum>>>>,
     /// The statement runs alone in its transaction (autocommit, read
     /// only): an aggregate scan may read a fresh snapshot in parallel
     /// partitions instead of going through the transaction.
@@ -789,20 +838,36 @@ impl<'a> Executor<'a> {
             params,
             interrupt,
             subquery_cache: RefCell::new(HashMap::new()),
+            outer_rows: RefCell::new(Vec::new()),
             allow_parallel: false,
             parallel_scans: None,
         }
     }
 
     pub fn with_cx<R>(&self, aggs: &[Datum], f: impl FnOnce(&EvalCx<'_>) -> R) -> R {
-        let run = |p: &SelectPlan| self.run(p).map(|(_, rows)| rows);
+        let run = |p: &SelectPlan, outer: &[Datum]| self.run_subquery(p, outer);
+        let outer = self.outer_rows.borrow().last().cloned();
         let cx = EvalCx {
             params: self.params,
             aggs,
+            outer: outer.as_deref().map_or(&[], |v| v.as_slice()),
             run_subquery: &run,
             subquery_cache: &self.subquery_cache,
         };
         f(&cx)
+    }
+
+    /// Runs a subquery; a correlated one sees `outer` as the outer row.
+    fn run_subquery(&self, plan: &SelectPlan, outer: &[Datum]) -> Result<Vec<Vec<Datum>>> {
+        if plan.outer_refs.is_empty() {
+            return self.run(plan).map(|(_, rows)| rows);
+        }
+        self.outer_rows
+            .borrow_mut()
+            .push(std::rc::Rc::new(outer.to_vec()));
+        let r = self.run(plan);
+        self.outer_rows.borrow_mut().pop();
+        r.map(|(_, rows)| rows)
     }
 
     fn check_interrupt(&self) -> Result<()> {

@@ -365,6 +365,7 @@ impl Session {
                     facts: &self.facts,
                     params: &nulls,
                     snapshot: None,
+                    outer: None,
                 };
                 planner
                     .plan_query(q)?
@@ -568,6 +569,7 @@ impl Session {
             facts: &self.facts,
             params,
             snapshot: None,
+            outer: None,
         }
     }
 
@@ -676,7 +678,7 @@ impl Session {
         }
         let txn = self.cat().engine().begin(TxnOptions::default());
         let planner = self.planner(params);
-        let sub = |q: &ast::Query| planner.plan_query(q);
+        let sub = |q: &ast::Query, outer: &crate::expr::Scope| planner.plan_subquery(q, outer);
         let scope = crate::expr::Scope::default();
         let bound = crate::expr::Binder {
             scope: &scope,
@@ -1270,6 +1272,7 @@ fn run_row_statement(
         facts,
         params,
         snapshot,
+        outer: None,
     };
     let dml = Dml {
         cat,
