@@ -36,9 +36,11 @@ use crate::ddl::{index_columns, unique_index_name, Ddl};
 use crate::error::{Error, Result};
 use crate::index;
 use crate::types::Datum;
+use parking_lot::Mutex;
 use shaledb::txn::{Isolation, TxnOptions};
 use shaledb::{ReadOptions, WriteBatch};
 use sqlparser::ast;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 /// Rows per backfill transaction: large enough to amortise a commit, small
@@ -138,9 +140,51 @@ impl Ddl<'_> {
     }
 
     /// Writes the entries of `ix` for every row that existed when the
-    /// build registered it (step 2 of the module docs).
+    /// build registered it (step 2 of the module docs). The scan runs here;
+    /// chunks of row keys go to one worker thread per core (at most 4),
+    /// each chunk its own transaction. The first error stops the build.
     fn backfill(&self, db: &str, table: &str, ix: &IndexDef) -> Result<()> {
         let def = self.cat.table(db, table)?;
+        let workers = std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .clamp(1, 4);
+        let failed = AtomicBool::new(false);
+        let first_error: Mutex<Option<Error>> = Mutex::new(None);
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Vec<u8>>>(workers * 2);
+        let rx = Mutex::new(rx);
+        let scanned = std::thread::scope(|scope| {
+            for _ in 0..workers {
+                scope.spawn(|| loop {
+                    let Ok(chunk) = rx.lock().recv() else {
+                        break;
+                    };
+                    if failed.load(Ordering::Relaxed) {
+                        continue; // drain: the build has failed
+                    }
+                    if let Err(e) = self.backfill_chunk(&def, ix, &chunk) {
+                        failed.store(true, Ordering::Relaxed);
+                        first_error.lock().get_or_insert(e);
+                    }
+                });
+            }
+            let scanned = self.scan_rows(&def, &failed, |chunk| tx.send(chunk).is_ok());
+            drop(tx); // the workers finish the queue and stop
+            scanned
+        });
+        match first_error.into_inner() {
+            Some(e) => Err(e),
+            None => scanned,
+        }
+    }
+
+    /// Reads the primary keys of `def` from a snapshot and hands them on in
+    /// chunks of [`CHUNK_ROWS`] until `send` refuses or `stop` is set.
+    fn scan_rows(
+        &self,
+        def: &TableDef,
+        stop: &AtomicBool,
+        mut send: impl FnMut(Vec<Vec<u8>>) -> bool,
+    ) -> Result<()> {
         let engine = self.cat.engine();
         let pk = def
             .primary()
@@ -155,24 +199,25 @@ impl Ddl<'_> {
         let mut it = engine.iter_cf(&ro, self.cat.data_cf)?;
         it.seek_to_first()?;
         let mut chunk = Vec::with_capacity(CHUNK_ROWS);
-        loop {
-            let end = !it.valid();
-            if !end {
-                chunk.push(it.key().to_vec());
-                it.next()?;
+        while it.valid() && !stop.load(Ordering::Relaxed) {
+            chunk.push(it.key().to_vec());
+            if chunk.len() == CHUNK_ROWS
+                && !send(std::mem::replace(
+                    &mut chunk,
+                    Vec::with_capacity(CHUNK_ROWS),
+                ))
+            {
+                return Ok(());
             }
-            if chunk.len() == CHUNK_ROWS || (end && !chunk.is_empty()) {
-                self.backfill_chunk(&def, ix, &chunk)?;
-                chunk.clear();
-            }
-            if end {
-                break;
-            }
+            it.next()?;
         }
-        match it.status() {
-            Some(e) => Err(Error::Engine(e.clone())),
-            None => Ok(()),
+        if let Some(e) = it.status() {
+            return Err(Error::Engine(e.clone()));
         }
+        if !chunk.is_empty() {
+            send(chunk);
+        }
+        Ok(())
     }
 
     /// One backfill transaction over the rows keyed `keys`, retried when it
@@ -191,10 +236,16 @@ impl Ddl<'_> {
 
     fn try_backfill_chunk(&self, def: &TableDef, ix: &IndexDef, keys: &[Vec<u8>]) -> Result<()> {
         let cf = self.cat.data_cf;
+        // Not synced: the publishing dictionary batch is, and a synced WAL
+        // write makes every earlier one durable (a finished WAL segment is
+        // synced before the next is created).
         let mut txn = self.cat.engine().begin(TxnOptions {
             isolation: Isolation::ReadCommitted,
             lock_wait_timeout: Duration::from_millis(200),
-            write_options: self.cat.write_options(),
+            write_options: shaledb::WriteOptions {
+                sync: false,
+                ..self.cat.write_options()
+            },
         });
         for key in keys {
             let Some(value) = txn.get_for_update_cf(cf, key)? else {
