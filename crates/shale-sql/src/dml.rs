@@ -486,6 +486,7 @@ impl<'a> Dml<'a> {
                 path,
                 filters: Vec::new(),
                 virtual_rows: None,
+                hash: None,
             }],
             width: def.columns.len(),
             filter,

@@ -42,6 +42,7 @@ mod functions;
 mod index;
 mod index_build;
 mod infoschema;
+mod join;
 mod keycodec;
 mod order;
 mod output;

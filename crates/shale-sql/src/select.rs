@@ -42,6 +42,8 @@ pub struct TableRef {
     /// The rows of a virtual table (information_schema), read instead of
     /// the engine.
     pub virtual_rows: Option<Arc<Vec<Vec<Datum>>>>,
+    /// Read once into a hash table probed per outer row (`join.rs`).
+    pub hash: Option<crate::join::HashJoin>,
 }
 
 /// A result column.
@@ -510,6 +512,7 @@ impl<'a> Planner<'a> {
                 path: None,
                 filters: Vec::new(),
                 virtual_rows,
+                hash: None,
             });
             Ok(())
         };
@@ -559,6 +562,16 @@ impl<'a> Planner<'a> {
         }
         for (t, p) in tables.iter_mut().zip(paths) {
             t.path = p;
+        }
+        for t in tables.iter_mut().skip(1) {
+            if t.path.is_none() && t.virtual_rows.is_none() {
+                let mut conj: Vec<&BExpr> =
+                    t.on.as_ref().map(|o| o.conjuncts()).unwrap_or_default();
+                if !t.left {
+                    conj.extend(where_conj.iter().copied());
+                }
+                t.hash = crate::join::hash_keys(t, &conj, &scope);
+            }
         }
         // Place each WHERE conjunct at the first table where all its
         // columns are in (never at a LEFT table: NULL extension comes first).
@@ -807,6 +820,9 @@ pub struct Executor<'a> {
     /// Outer rows of the correlated subqueries being run, innermost last
     /// (`EvalCx::outer`).
     outer_rows: RefCell<Vec<std::rc::Rc<Vec<Datum>>>>,
+    /// Hash-join tables built in this statement, by plan address and table
+    /// position; `None`: too big, joined by nested loop.
+    hash_tables: RefCell<HashMap<(usize, usize), Option<SharedHashTable>>>,
     /// The statement runs alone in its transaction (autocommit, read
     /// only): an aggregate scan may read a fresh snapshot in parallel
     /// partitions instead of going through the transaction.
@@ -821,6 +837,10 @@ pub type Rows = Vec<(Vec<u8>, Vec<Datum>)>;
 
 /// Receives joined rows with their tables' primary keys; false stops.
 pub type RowSink<'a> = dyn FnMut(&[Datum], &[Vec<u8>]) -> Result<bool> + 'a;
+
+/// A hash-join table: rows (primary key and values) by join-key.
+type HashTable = HashMap<Vec<u8>, Vec<(Vec<u8>, Vec<Datum>)>>;
+type SharedHashTable = std::rc::Rc<HashTable>;
 
 /// Result columns and rows.
 pub type ResultSet = (Vec<ColumnMeta>, Vec<Vec<Datum>>);
@@ -839,6 +859,7 @@ impl<'a> Executor<'a> {
             interrupt,
             subquery_cache: RefCell::new(HashMap::new()),
             outer_rows: RefCell::new(Vec::new()),
+            hash_tables: RefCell::new(HashMap::new()),
             allow_parallel: false,
             parallel_scans: None,
         }
@@ -965,6 +986,39 @@ impl<'a> Executor<'a> {
         }
     }
 
+    /// The hash table of `plan`'s table `i` (built on first use), or
+    /// `None` if it is not hash-joined or has too many rows.
+    fn hash_table(&self, plan: &SelectPlan, i: usize) -> Result<Option<SharedHashTable>> {
+        let Some(t) = plan.tables.get(i) else {
+            return Ok(None);
+        };
+        let Some(h) = &t.hash else {
+            return Ok(None);
+        };
+        let id = (plan as *const SelectPlan as usize, i);
+        if let Some(built) = self.hash_tables.borrow().get(&id) {
+            return Ok(built.clone());
+        }
+        let range = self.with_cx(&[], |cx| access::key_range(&t.def, None, &[], cx))?;
+        let mut table = HashTable::new();
+        let mut rows = 0usize;
+        let complete = self.read_range(&t.def, &range, &mut |k, r| {
+            let key: Vec<Datum> = h
+                .inner
+                .iter()
+                .map(|c| r.get(*c).cloned().unwrap_or(Datum::Null))
+                .collect();
+            if !key.iter().any(Datum::is_null) {
+                table.entry(group_key(&key)).or_default().push((k, r));
+            }
+            rows += 1;
+            Ok(rows < crate::join::MAX_BUILD_ROWS)
+        })?;
+        let built = complete.then(|| std::rc::Rc::new(table));
+        self.hash_tables.borrow_mut().insert(id, built.clone());
+        Ok(built)
+    }
+
     /// Whether the first table's range, as evaluated now, reads its rows in
     /// index order (see `KeyRange::Range::ordered`).
     fn first_range_ordered(&self, plan: &SelectPlan) -> Result<bool> {
@@ -1064,12 +1118,32 @@ impl<'a> Executor<'a> {
                 }
                 go
             }
-            _ => {
-                let range = self.with_cx(&[], |cx| {
-                    access::key_range(&t.def, t.path.as_ref(), row, cx)
-                })?;
-                self.read_range(&t.def, &range, &mut |k, r| visit(k, r, row, keys))?
-            }
+            _ => match (&t.hash, self.hash_table(plan, i)?) {
+                (Some(h), Some(table)) => {
+                    let key: Vec<Datum> = h
+                        .outer
+                        .iter()
+                        .map(|c| row.get(*c).cloned().unwrap_or(Datum::Null))
+                        .collect();
+                    let mut go = true;
+                    // A NULL key equals nothing.
+                    if !key.iter().any(Datum::is_null) {
+                        for (k, r) in table.get(&group_key(&key)).into_iter().flatten() {
+                            if !visit(k.clone(), r.clone(), row, keys)? {
+                                go = false;
+                                break;
+                            }
+                        }
+                    }
+                    go
+                }
+                _ => {
+                    let range = self.with_cx(&[], |cx| {
+                        access::key_range(&t.def, t.path.as_ref(), row, cx)
+                    })?;
+                    self.read_range(&t.def, &range, &mut |k, r| visit(k, r, row, keys))?
+                }
+            },
         };
         if !go {
             return Ok(false);

@@ -1215,6 +1215,9 @@ fn explain_rows(plan: &SelectPlan, rows: &mut Vec<Vec<Datum>>) {
         if t.path.as_ref().is_some_and(|p| p.covering) {
             extra.push("Using index");
         }
+        if t.hash.is_some() {
+            extra.push("Using join buffer (hash join)");
+        }
         if t.path.as_ref().is_some_and(|p| p.reverse) {
             extra.push("Backward index scan");
         }
