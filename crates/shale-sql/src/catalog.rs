@@ -163,6 +163,16 @@ impl TableDef {
     /// order: dropped columns are skipped, columns added since read as the
     /// default they were added with.
     pub fn decode_row(&self, bytes: &[u8]) -> Result<Vec<Datum>> {
+        self.decode_row_projected(bytes, None)
+    }
+
+    /// As [`TableDef::decode_row`], but only the columns whose `wanted`
+    /// entry (by current position) is true are read; the others are NULL.
+    pub fn decode_row_projected(
+        &self,
+        bytes: &[u8],
+        wanted: Option<&[bool]>,
+    ) -> Result<Vec<Datum>> {
         let corrupt = |reason: &str| Error::RowCorrupt {
             table: self.qualified(),
             reason: reason.to_owned(),
@@ -182,8 +192,27 @@ impl TableDef {
                     .ty,
             );
         }
-        let stored = rowcodec::decode(bytes, &types).ok_or_else(|| corrupt("bad row encoding"))?;
-        if version == self.current_version() {
+        let current = version == self.current_version();
+        // `wanted` by the stored version's positions.
+        let mapped: Vec<bool>;
+        let keep = match wanted {
+            Some(w) if current => Some(w),
+            Some(w) => {
+                mapped = schema
+                    .columns
+                    .iter()
+                    .map(|id| {
+                        self.position_of_id(*id)
+                            .is_some_and(|p| w.get(p).copied().unwrap_or(true))
+                    })
+                    .collect();
+                Some(mapped.as_slice())
+            }
+            None => None,
+        };
+        let stored = rowcodec::decode_projected(bytes, &types, keep)
+            .ok_or_else(|| corrupt("bad row encoding"))?;
+        if current {
             return Ok(stored);
         }
         let mut out = Vec::with_capacity(self.columns.len());

@@ -487,6 +487,7 @@ impl<'a> Dml<'a> {
                 filters: Vec::new(),
                 virtual_rows: None,
                 hash: None,
+                needed: None,
             }],
             width: def.columns.len(),
             filter,

@@ -771,6 +771,8 @@ pub fn like(s: &[u8], p: &[u8]) -> bool {
     let (mut star_p, mut star_s) = (None::<usize>, 0usize);
     while si < s.len() {
         match p.get(pi).copied() {
+            // A trailing % matches whatever is left.
+            Some(b'%') if pi + 1 == p.len() => return true,
             Some(b'%') => {
                 star_p = Some(pi);
                 star_s = si;
@@ -915,6 +917,23 @@ impl BExpr {
         }
     }
 
+    /// As [`BExpr::eval`], without copying a column's or a literal's value
+    /// (the hot path of filters: a comparison or LIKE on a string column).
+    pub fn eval_ref<'r>(
+        &'r self,
+        row: &'r [Datum],
+        cx: &EvalCx<'_>,
+    ) -> Result<std::borrow::Cow<'r, Datum>> {
+        Ok(match self {
+            BExpr::Col(i) => match row.get(*i) {
+                Some(d) => std::borrow::Cow::Borrowed(d),
+                None => std::borrow::Cow::Owned(Datum::Null),
+            },
+            BExpr::Lit(d) => std::borrow::Cow::Borrowed(d),
+            other => std::borrow::Cow::Owned(other.eval(row, cx)?),
+        })
+    }
+
     pub fn eval(&self, row: &[Datum], cx: &EvalCx<'_>) -> Result<Datum> {
         Ok(match self {
             BExpr::Lit(d) => d.clone(),
@@ -943,14 +962,15 @@ impl BExpr {
                 .truth()
                 .map_or(Datum::Null, |t| Datum::from_bool(!t)),
             BExpr::Binary(op, a, b) => {
-                let av = a.eval(row, cx)?;
+                let av = a.eval_ref(row, cx)?;
                 // Short-circuit where the answer is already known.
                 match (op, av.truth()) {
                     (BinOp::And, Some(false)) => return Ok(Datum::Int(0)),
                     (BinOp::Or, Some(true)) => return Ok(Datum::Int(1)),
                     _ => {}
                 }
-                binary(*op, &av, &b.eval(row, cx)?)?
+                let bv = b.eval_ref(row, cx)?;
+                binary(*op, &av, &bv)?
             }
             BExpr::IsNull(x, neg) => Datum::from_bool(x.eval(row, cx)?.is_null() != *neg),
             BExpr::IsTrue(x, want, neg) => {
@@ -994,7 +1014,8 @@ impl BExpr {
                 }
             }
             BExpr::Like(x, p, neg) => {
-                match (x.eval(row, cx)?.to_bytes(), p.eval(row, cx)?.to_bytes()) {
+                let (xv, pv) = (x.eval_ref(row, cx)?, p.eval_ref(row, cx)?);
+                match (xv.as_bytes(), pv.as_bytes()) {
                     (Some(s), Some(p)) => Datum::from_bool(like(&s, &p) != *neg),
                     _ => Datum::Null,
                 }

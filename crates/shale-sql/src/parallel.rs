@@ -150,6 +150,7 @@ pub fn aggregate(
         .first()
         .ok_or_else(|| Error::Syntax("no table".into()))?;
     let def: &TableDef = &t.def;
+    let needed = t.needed.as_deref();
     let snapshot = ex.cat.engine().snapshot();
     let params = ex.params;
     let interrupt = ex.interrupt;
@@ -187,7 +188,7 @@ pub fn aggregate(
                         {
                             return Err(Error::Interrupted);
                         }
-                        let row = def.decode_row(it.value())?;
+                        let row = def.decode_row_projected(it.value(), needed)?;
                         for f in t.filters.iter().chain(&plan.filter) {
                             if f.eval(&row, &cx)?.truth() != Some(true) {
                                 it.next()?;

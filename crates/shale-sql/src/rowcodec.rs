@@ -79,7 +79,14 @@ pub fn version_of(row: &[u8]) -> Option<u32> {
 
 /// Decodes a row whose schema version has columns of `types`. None if the
 /// bytes are not a valid row of that shape.
-pub fn decode(row: &[u8], types: &[&SqlType]) -> Option<Vec<Datum>> {
+/// Decodes a row; a column whose `keep` entry is false (all are kept
+/// without `keep`) reads as NULL without its value being copied (scans
+/// decode only what a query reads).
+pub fn decode_projected(
+    row: &[u8],
+    types: &[&SqlType],
+    keep: Option<&[bool]>,
+) -> Option<Vec<Datum>> {
     let (&fmt, rest) = row.split_first()?;
     if fmt != ROW_FORMAT {
         return None;
@@ -92,14 +99,22 @@ pub fn decode(row: &[u8], types: &[&SqlType]) -> Option<Vec<Datum>> {
             out.push(Datum::Null);
             continue;
         }
-        let (v, r) = decode_value(rest, ty)?;
+        let wanted = keep.is_none_or(|k| k.get(i).copied().unwrap_or(true));
+        let (v, r) = decode_value(rest, ty, wanted)?;
         out.push(v);
         rest = r;
     }
     rest.is_empty().then_some(out)
 }
 
-fn decode_value<'a>(buf: &'a [u8], ty: &SqlType) -> Option<(Datum, &'a [u8])> {
+/// One value and what follows it; `wanted` false: skipped (NULL), its
+/// bytes still checked for length.
+fn decode_value<'a>(buf: &'a [u8], ty: &SqlType, wanted: bool) -> Option<(Datum, &'a [u8])> {
+    let (v, rest) = decode_one(buf, ty, wanted)?;
+    Some((if wanted { v } else { Datum::Null }, rest))
+}
+
+fn decode_one<'a>(buf: &'a [u8], ty: &SqlType, copy: bool) -> Option<(Datum, &'a [u8])> {
     Some(match ty {
         SqlType::Int {
             unsigned: false, ..
@@ -137,7 +152,14 @@ fn decode_value<'a>(buf: &'a [u8], ty: &SqlType) -> Option<(Datum, &'a [u8])> {
         _ => {
             let (len, r) = get_varint(buf)?;
             let (b, r) = r.split_at_checked(usize::try_from(len).ok()?)?;
-            (Datum::Bytes(b.to_vec()), r)
+            (
+                if copy {
+                    Datum::Bytes(b.to_vec())
+                } else {
+                    Datum::Null
+                },
+                r,
+            )
         }
     })
 }
@@ -165,14 +187,23 @@ mod tests {
             ];
             let enc = encode(v, &row, &t);
             prop_assert_eq!(version_of(&enc), Some(v));
-            prop_assert_eq!(decode(&enc, &t), Some(row));
+            prop_assert_eq!(decode_projected(&enc, &t, None), Some(row.clone()));
+            // Only the kept columns are read; the others are NULL.
+            let keep = [true, false, false, true];
+            let projected: Vec<Datum> = row
+                .iter()
+                .zip(keep)
+                .map(|(d, k)| if k { d.clone() } else { Datum::Null })
+                .collect();
+            prop_assert_eq!(decode_projected(&enc, &t, Some(&keep)), Some(projected));
         }
 
         #[test]
         fn garbage_never_panics(buf: Vec<u8>) {
             let types = [SqlType::Text(10), SqlType::Decimal { precision: 5, scale: 2 }, SqlType::Date];
             let t: Vec<&SqlType> = types.iter().collect();
-            let _ = decode(&buf, &t);
+            let _ = decode_projected(&buf, &t, None);
+            let _ = decode_projected(&buf, &t, Some(&[false, true, false]));
             let _ = version_of(&buf);
         }
     }

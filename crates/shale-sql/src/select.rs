@@ -44,6 +44,9 @@ pub struct TableRef {
     pub virtual_rows: Option<Arc<Vec<Vec<Datum>>>>,
     /// Read once into a hash table probed per outer row (`join.rs`).
     pub hash: Option<crate::join::HashJoin>,
+    /// The columns the query reads from this table (by position; `None`:
+    /// all): rows are decoded with only these, the others read as NULL.
+    pub needed: Option<Vec<bool>>,
 }
 
 /// A result column.
@@ -513,6 +516,7 @@ impl<'a> Planner<'a> {
                 filters: Vec::new(),
                 virtual_rows,
                 hash: None,
+                needed: None,
             });
             Ok(())
         };
@@ -737,6 +741,13 @@ impl<'a> Planner<'a> {
             if let Some(p) = t.path.as_mut() {
                 access::mark_covering(&t.def, p, &needed);
             }
+            let mut mask = vec![false; n];
+            for c in &needed {
+                if let Some(m) = mask.get_mut(*c) {
+                    *m = true;
+                }
+            }
+            t.needed = mask.contains(&false).then_some(mask);
         }
         let distinct = match &s.distinct {
             None | Some(ast::Distinct::All) => false,
@@ -906,6 +917,7 @@ impl<'a> Executor<'a> {
     pub fn read_range(
         &self,
         def: &TableDef,
+        needed: Option<&[bool]>,
         range: &KeyRange,
         f: &mut dyn FnMut(Vec<u8>, Vec<Datum>) -> Result<bool>,
     ) -> Result<bool> {
@@ -913,7 +925,7 @@ impl<'a> Executor<'a> {
         match range {
             KeyRange::Empty => Ok(true),
             KeyRange::Point(key) => match self.txn.get_cf(cf, key)? {
-                Some(v) => f(key.clone(), def.decode_row(&v)?),
+                Some(v) => f(key.clone(), def.decode_row_projected(&v, needed)?),
                 None => Ok(true),
             },
             KeyRange::Range {
@@ -941,7 +953,10 @@ impl<'a> Executor<'a> {
                         self.check_interrupt()?;
                     }
                     let (key, row) = if index.primary {
-                        (it.key().to_vec(), def.decode_row(it.value())?)
+                        (
+                            it.key().to_vec(),
+                            def.decode_row_projected(it.value(), needed)?,
+                        )
                     } else if *covering {
                         let bad = || Error::RowCorrupt {
                             table: def.qualified(),
@@ -967,7 +982,7 @@ impl<'a> Executor<'a> {
                                     table: def.qualified(),
                                     reason: format!("index {} names a missing row", index.name),
                                 })?;
-                        (key, def.decode_row(&bytes)?)
+                        (key, def.decode_row_projected(&bytes, needed)?)
                     };
                     if !f(key, row)? {
                         return Ok(false);
@@ -1002,7 +1017,7 @@ impl<'a> Executor<'a> {
         let range = self.with_cx(&[], |cx| access::key_range(&t.def, None, &[], cx))?;
         let mut table = HashTable::new();
         let mut rows = 0usize;
-        let complete = self.read_range(&t.def, &range, &mut |k, r| {
+        let complete = self.read_range(&t.def, t.needed.as_deref(), &range, &mut |k, r| {
             let key: Vec<Datum> = h
                 .inner
                 .iter()
@@ -1141,7 +1156,9 @@ impl<'a> Executor<'a> {
                     let range = self.with_cx(&[], |cx| {
                         access::key_range(&t.def, t.path.as_ref(), row, cx)
                     })?;
-                    self.read_range(&t.def, &range, &mut |k, r| visit(k, r, row, keys))?
+                    self.read_range(&t.def, t.needed.as_deref(), &range, &mut |k, r| {
+                        visit(k, r, row, keys)
+                    })?
                 }
             },
         };

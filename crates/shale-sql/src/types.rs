@@ -519,6 +519,17 @@ impl Datum {
     }
 
     /// The value as bytes (strings as stored; others as their text).
+    /// The bytes of a string value without copying them (others as text).
+    pub fn as_bytes(&self) -> Option<std::borrow::Cow<'_, [u8]>> {
+        match self {
+            Datum::Null => None,
+            Datum::Bytes(b) => Some(std::borrow::Cow::Borrowed(b)),
+            other => other
+                .to_text()
+                .map(|t| std::borrow::Cow::Owned(t.into_bytes())),
+        }
+    }
+
     pub fn to_bytes(&self) -> Option<Vec<u8>> {
         match self {
             Datum::Bytes(b) => Some(b.clone()),
