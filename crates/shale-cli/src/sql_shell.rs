@@ -4,14 +4,21 @@
 //! shale --db DIR sql -e "SELECT 1; SHOW DATABASES"    # statements from the argument
 //! shale --db DIR sql < script.sql                     # or from stdin, split at ';'
 //! shale --db DIR sql --batch -e "..."                 # tab-separated, as mysql --batch
+//! shale --db DIR sql                                  # on a terminal: an interactive shell
 //! ```
 //!
 //! Results are boxed tables with a row count and time; errors print as
 //! `ERROR 1146 (42S02) at line 3: Table 'shop.t' doesn't exist` and stop
 //! the run with status 1 (as the mysql client does without --force).
+//!
+//! On a terminal (no `-e`, stdin a TTY) it is a REPL with line editing and
+//! history (`~/.shale_sql_history`): lines gather until a `;` outside
+//! quotes and comments ends the statement (prompt `shale> `, then
+//! `    -> `); an error is printed and the shell goes on; Ctrl-C drops the
+//! statement being typed; `exit`, `quit`, `\q` or Ctrl-D leave.
 
 use shale_sql::{Database, Datum, Output};
-use std::io::{BufRead, Write};
+use std::io::{BufRead, IsTerminal, Write};
 use std::time::Instant;
 
 fn cell(d: &Datum) -> String {
@@ -130,6 +137,7 @@ pub fn run(db: shaledb::Db, execute: Option<String>, batch: bool) -> Result<bool
             &mut stdout.lock(),
             &mut stderr.lock(),
         )?,
+        None if std::io::stdin().is_terminal() => repl(&mut session, batch)?,
         None => {
             let mut text = String::new();
             for line in std::io::stdin().lock().lines() {
@@ -150,4 +158,85 @@ pub fn run(db: shaledb::Db, execute: Option<String>, batch: bool) -> Result<bool
     drop(sql);
     db.close()?;
     Ok(ok)
+}
+
+/// Whether `buf` ends with a statement terminator: a `;` outside quotes
+/// and comments (a statement appended after it splits off on its own).
+pub fn statement_complete(buf: &str) -> bool {
+    let probe = format!("{buf}\nSELECT 1");
+    buf.trim_end().ends_with(';')
+        && shale_server::admin::lex::split_statements(&probe).last() == Some(&"SELECT 1")
+}
+
+/// The interactive shell (see the module docs).
+fn repl(session: &mut shale_sql::Session, batch: bool) -> Result<bool, crate::CliError> {
+    use rustyline::error::ReadlineError;
+    let input = |e: ReadlineError| crate::CliError::Input(format!("terminal: {e}"));
+    let mut editor = rustyline::DefaultEditor::new().map_err(input)?;
+    let history =
+        std::env::var_os("HOME").map(|h| std::path::PathBuf::from(h).join(".shale_sql_history"));
+    if let Some(h) = &history {
+        // A missing history file is the normal first run.
+        let _ = editor.load_history(h);
+    }
+    println!(
+        "ShaleDB {} SQL shell. End a statement with ';'; 'exit' or Ctrl-D leaves.",
+        env!("CARGO_PKG_VERSION")
+    );
+    let mut buf = String::new();
+    loop {
+        let prompt = if buf.is_empty() { "shale> " } else { "    -> " };
+        match editor.readline(prompt) {
+            Ok(line) => {
+                let word = line.trim().trim_end_matches(';').to_ascii_lowercase();
+                if buf.is_empty() && matches!(word.as_str(), "exit" | "quit" | "\\q") {
+                    break;
+                }
+                if buf.is_empty() && line.trim().is_empty() {
+                    continue;
+                }
+                buf.push_str(&line);
+                buf.push('\n');
+                if statement_complete(&buf) {
+                    // History is best effort; a full history is no error.
+                    let _ = editor.add_history_entry(buf.trim_end());
+                    run_text(
+                        session,
+                        &buf,
+                        1,
+                        batch,
+                        &mut std::io::stdout().lock(),
+                        &mut std::io::stderr().lock(),
+                    )?;
+                    buf.clear();
+                }
+            }
+            Err(ReadlineError::Interrupted) => buf.clear(),
+            Err(ReadlineError::Eof) => break,
+            Err(e) => return Err(input(e)),
+        }
+    }
+    if let Some(h) = &history {
+        if let Err(e) = editor.save_history(h) {
+            eprintln!("warning: history not saved to {}: {e}", h.display());
+        }
+    }
+    Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::statement_complete;
+
+    #[test]
+    fn statements_end_at_a_semicolon_outside_quotes_and_comments() {
+        assert!(statement_complete("SELECT 1;"));
+        assert!(statement_complete("SELECT 1;\n"));
+        assert!(statement_complete("SELECT\n 'a;b';"));
+        assert!(!statement_complete("SELECT 1"));
+        assert!(!statement_complete("SELECT 'a;"));
+        assert!(!statement_complete("SELECT 1 -- done;"));
+        assert!(!statement_complete("SELECT 1 /* ; */"));
+        assert!(statement_complete("SELECT 1; -- note\nSELECT 2;"));
+    }
 }

@@ -66,3 +66,80 @@ fn sql_from_argument_and_stdin() {
         "ERROR 1054 (42S22) at line 3: Unknown column 'nope' in 'field list'"
     );
 }
+
+/// The interactive shell on a terminal (a pseudo-terminal from util-linux's
+/// `script`): each line is typed once its prompt is shown; a statement over
+/// two lines, an error that does not end the shell, history saved.
+#[test]
+fn interactive_shell_on_a_terminal() {
+    use std::io::Read;
+    use std::sync::{Arc, Mutex};
+    use std::time::{Duration, Instant};
+    let dir = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let cmd = format!(
+        "{} --db {} --create sql",
+        env!("CARGO_BIN_EXE_shale"),
+        dir.path().display()
+    );
+    let mut child = Command::new("script")
+        .args(["-qec", &cmd, "/dev/null"])
+        .env("HOME", home.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("util-linux `script` runs the shell on a pseudo-terminal");
+    let seen = Arc::new(Mutex::new(String::new()));
+    let mut stdout = child.stdout.take().unwrap();
+    let reader = {
+        let seen = seen.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = stdout.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                seen.lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        })
+    };
+    let prompts = |s: &str| s.matches("shale> ").count() + s.matches("    -> ").count();
+    let mut stdin = child.stdin.take().unwrap();
+    for (i, line) in [
+        "CREATE DATABASE x;",
+        "SELECT",
+        " 20 + 22 AS answer;",
+        "SELECT nope;",
+        "exit",
+    ]
+    .iter()
+    .enumerate()
+    {
+        let until = Instant::now() + Duration::from_secs(30);
+        while prompts(&seen.lock().unwrap()) <= i {
+            assert!(
+                Instant::now() < until,
+                "no prompt: {}",
+                seen.lock().unwrap()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        // Enter is a carriage return on a terminal in raw mode.
+        write!(stdin, "{line}\r").unwrap();
+        stdin.flush().unwrap();
+    }
+    assert!(child.wait().unwrap().success());
+    reader.join().unwrap();
+    let out = seen.lock().unwrap().clone();
+    assert!(
+        out.contains("| answer |") && out.contains("| 42     |"),
+        "{out}"
+    );
+    assert!(out.contains("ERROR 1054 (42S22)"), "{out}");
+    let history = std::fs::read_to_string(home.path().join(".shale_sql_history")).unwrap();
+    assert!(history.contains("SELECT nope;"), "{history}");
+    assert!(history.contains("CREATE DATABASE x;"), "{history}");
+}
