@@ -307,15 +307,24 @@ impl<S: Read + Write, T: Session> Conn<S, T> {
     }
 
     fn query(&mut self, body: &[u8]) -> Result<(), ProtocolError> {
+        // Raw bytes in a string literal (a client quoting binary data)
+        // become a hex literal; anything else must be UTF-8.
+        let rewritten;
         let sql = match std::str::from_utf8(body) {
             Ok(s) => s,
-            Err(_) => {
-                return self.send_err(&SqlError::new(
-                    1300,
-                    *b"HY000",
-                    "Invalid utf8mb4 character string in statement",
-                ))
-            }
+            Err(_) => match super::literals::hex_literals(body) {
+                Some(s) => {
+                    rewritten = s;
+                    &rewritten
+                }
+                None => {
+                    return self.send_err(&SqlError::new(
+                        1300,
+                        *b"HY000",
+                        "Invalid utf8mb4 character string in statement",
+                    ))
+                }
+            },
         };
         self.shared.stats.questions.fetch_add(1, Ordering::Relaxed);
         self.shared
