@@ -77,11 +77,17 @@ impl Served {
 
     /// Runs `sql` with the mariadb client in batch mode.
     pub fn sql(&self, user: &str, password: &str, sql: &str) -> Output {
+        self.sql_args(user, password, &[], sql)
+    }
+
+    /// [`Served::sql`] with more client options.
+    pub fn sql_args(&self, user: &str, password: &str, extra: &[&str], sql: &str) -> Output {
         let mut child = Command::new("mariadb")
             .args(["--no-defaults", "-h", "127.0.0.1", "-P"])
             .arg(self.port.to_string())
             .args(["--batch", "--connect-timeout=10", "-u", user])
             .arg(format!("-p{password}"))
+            .args(extra)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
