@@ -260,6 +260,45 @@ fn mysql_crate_transactions_errors_and_auth() {
     assert_eq!(code(&connect(s.port, "app", "pw").unwrap_err()), 1045);
 }
 
+#[test]
+fn connections_up_to_max_connections_then_1040() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Served::start_with(
+        &dir.path().join("data"),
+        Some("pw"),
+        &["--max-connections", "200"],
+    );
+    // 200 idle sessions, each logged in (a thread each on the server).
+    let mut held: Vec<Conn> = (0..200)
+        .map(|i| connect(s.port, "root", "pw").unwrap_or_else(|e| panic!("connection {i}: {e}")))
+        .collect();
+    let e = connect(s.port, "root", "pw").unwrap_err();
+    assert_eq!(code(&e), 1040, "{e:?}");
+    // Every held session still answers, with its own connection id.
+    let mut ids = std::collections::BTreeSet::new();
+    for c in &mut held {
+        let id: Option<u64> = c.query_first("SELECT CONNECTION_ID()").unwrap();
+        ids.insert(id.unwrap());
+    }
+    assert_eq!(ids.len(), 200);
+    // Closing one makes room for one.
+    drop(held.pop());
+    let mut again = None;
+    for _ in 0..100 {
+        // The server notices the close asynchronously.
+        match connect(s.port, "root", "pw") {
+            Ok(c) => {
+                again = Some(c);
+                break;
+            }
+            Err(e) => assert_eq!(code(&e), 1040, "{e:?}"),
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let one: Option<i64> = again.unwrap().query_first("SELECT 1").unwrap();
+    assert_eq!(one, Some(1));
+}
+
 /// Debian's python3 with PyMySQL, if present: `/usr/bin/python3` first
 /// (a `python3` earlier on PATH, e.g. pyenv's, does not see Debian's
 /// packages).
