@@ -34,6 +34,10 @@ pub fn run(
     shared: &Shared,
     account: &Account,
 ) -> Option<Result<Reply, SqlError>> {
+    // Every statement passes here: tokenize only a SHOW.
+    if !starts_with_word(stmt, "SHOW") {
+        return None;
+    }
     let toks = lex::tokens(stmt)?;
     let [show, engine, name, status] = toks.as_slice() else {
         return None;
@@ -64,6 +68,15 @@ pub fn run(
             .collect(),
         rows: vec![vec![text("Shale"), text(""), text(&report(db, shared))]],
     }))
+}
+
+/// True if `stmt` begins (after spaces) with `word`, in any case.
+pub(crate) fn starts_with_word(stmt: &str, word: &str) -> bool {
+    let s = stmt.trim_start().as_bytes();
+    s.get(..word.len())
+        .is_some_and(|w| w.eq_ignore_ascii_case(word.as_bytes()))
+        && s.get(word.len())
+            .is_none_or(|c| !(c.is_ascii_alphanumeric() || *c == b'_'))
 }
 
 /// Appends a section heading as InnoDB's monitor output draws it.
@@ -223,6 +236,15 @@ mod tests {
     use super::*;
     use shaledb::txn::TxnOptions;
     use shaledb::Options;
+
+    #[test]
+    fn only_show_engine_statements_are_taken() {
+        assert!(starts_with_word("  show engine", "SHOW"));
+        assert!(starts_with_word("SHOW", "SHOW"));
+        assert!(!starts_with_word("SHOWS", "SHOW"));
+        assert!(!starts_with_word("SELECT 1", "SHOW"));
+        assert!(!starts_with_word("SH", "SHOW"));
+    }
 
     #[test]
     fn report_sections_carry_engine_figures() {

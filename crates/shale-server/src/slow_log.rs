@@ -184,6 +184,10 @@ impl SlowLog {
 /// (also spelled `SET @@global.name = v`): applied here, since these are
 /// the server's settings. `None` for any other statement.
 pub fn set_global(stmt: &str, log: &SlowLog, account: &Account) -> Option<Result<Reply, SqlError>> {
+    // Every statement passes here: look closer only at a SET.
+    if !crate::engine_status::starts_with_word(stmt, "SET") {
+        return None;
+    }
     let (target, value) = stmt.split_once('=')?;
     let words: Vec<String> = target
         .split_whitespace()
