@@ -167,8 +167,14 @@ fn slow_query_log_thresholds() {
         );
     }
 
+    assert_eq!(
+        s.ok("root", "pw", "SHOW GLOBAL VARIABLES LIKE '%query_%'"),
+        format!(
+            "Variable_name\tValue\nlong_query_time\t0.000000\nslow_query_log\tON\nslow_query_log_file\t{log_arg}\n"
+        )
+    );
     // A high threshold logs nothing more; switched off, nothing either.
-    let before = entries(&text).len();
+    let before = entries(&std::fs::read_to_string(&log).unwrap()).len();
     s.ok("root", "pw", "SET GLOBAL long_query_time = 1000");
     s.ok("root", "pw", "SELECT COUNT(*) FROM app.t; SELECT 1");
     c.exec_drop("SELECT id FROM app.t WHERE id = ?", (1,))
@@ -179,6 +185,8 @@ fn slow_query_log_thresholds() {
         "SET GLOBAL slow_query_log = OFF; SET GLOBAL long_query_time = 0",
     );
     s.ok("root", "pw", "SELECT 2");
+    let vars = s.ok("root", "pw", "SHOW VARIABLES LIKE 'slow_query_log'");
+    assert_eq!(vars, "Variable_name\tValue\nslow_query_log\tOFF\n");
     let text = std::fs::read_to_string(&log).unwrap();
     let after: Vec<String> = entries(&text).into_iter().map(|(_, s)| s).collect();
     // Only the SET that raised the threshold (timed against the old one).

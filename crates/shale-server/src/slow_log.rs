@@ -135,6 +135,23 @@ impl SlowLog {
             .then(|| Duration::from_micros(self.long_query_micros.load(Ordering::Relaxed)))
     }
 
+    /// `(name, value)` of the slow log's system variables.
+    pub fn variables(&self) -> [(&'static str, String); 3] {
+        let micros = self.long_query_micros.load(Ordering::Relaxed);
+        let on = self.enabled.load(Ordering::Relaxed);
+        let file = self
+            .path()
+            .map_or_else(String::new, |p| p.display().to_string());
+        [
+            (
+                "long_query_time",
+                format!("{}.{:06}", micros / 1_000_000, micros % 1_000_000),
+            ),
+            ("slow_query_log", if on { "ON" } else { "OFF" }.to_owned()),
+            ("slow_query_log_file", file),
+        ]
+    }
+
     /// The log file, if one is open.
     pub fn path(&self) -> Option<PathBuf> {
         self.lock().as_ref().map(|f| f.path.clone())
@@ -178,6 +195,55 @@ impl SlowLog {
             tracing::error!(path = %f.path.display(), error = %err, "slow-query log write failed");
         }
     }
+}
+
+/// Puts the slow log's variables (`long_query_time`, `slow_query_log`,
+/// `slow_query_log_file`) with the server's values into the SQL layer's
+/// answer to `SHOW [GLOBAL|SESSION] VARIABLES [LIKE 'p']`, replacing any the
+/// SQL layer listed (it knows only the session's own `long_query_time`).
+/// Other statements and `... WHERE` forms are left as they are.
+pub fn merge_show_variables(stmt: &str, reply: &mut Reply, log: &SlowLog) {
+    if !crate::engine_status::starts_with_word(stmt, "SHOW") {
+        return;
+    }
+    let Some(toks) = crate::admin::lex::tokens(stmt) else {
+        return;
+    };
+    let mut rest = toks.get(1..).unwrap_or_default();
+    if rest
+        .first()
+        .is_some_and(|t| t.is("GLOBAL") || t.is("SESSION"))
+    {
+        rest = rest.get(1..).unwrap_or_default();
+    }
+    let pattern = match rest {
+        [v] if v.is("VARIABLES") => None,
+        [v, like, crate::admin::lex::Token::Str(p)] if v.is("VARIABLES") && like.is("LIKE") => {
+            Some(p.as_str())
+        }
+        _ => return,
+    };
+    let Reply::Rows { rows, .. } = reply else {
+        return;
+    };
+    let ours = log.variables();
+    let name_of = |row: &Vec<crate::backend::Value>| match row.first() {
+        Some(crate::backend::Value::Bytes(b)) => String::from_utf8_lossy(b).into_owned(),
+        _ => String::new(),
+    };
+    rows.retain(|r| {
+        let n = name_of(r);
+        !ours.iter().any(|(o, _)| n.eq_ignore_ascii_case(o))
+    });
+    for (name, value) in ours {
+        if pattern.is_none_or(|p| crate::accounts::like_ci(p, name)) {
+            rows.push(vec![
+                crate::backend::Value::Bytes(name.as_bytes().to_vec()),
+                crate::backend::Value::Bytes(value.into_bytes()),
+            ]);
+        }
+    }
+    rows.sort_by_key(|r| name_of(r));
 }
 
 /// `SET GLOBAL long_query_time = N` / `SET GLOBAL slow_query_log = ON|OFF`

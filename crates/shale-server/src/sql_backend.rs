@@ -166,7 +166,9 @@ impl SqlSession {
         if let Some(db) = self.inner.current_database() {
             self.info.shared.processes.set_db(self.info.id, Some(db));
         }
-        Ok(convert_output(out))
+        let mut reply = convert_output(out);
+        crate::slow_log::merge_show_variables(stmt, &mut reply, &self.info.shared.slow_log);
+        Ok(reply)
     }
 
     /// `COM_STMT_EXECUTE` without the slow-log timing.
