@@ -90,7 +90,8 @@ class Shale:
 
     def start(self):
         self.port = free_port()
-        args = [os.path.join(REPO, "target", "release", "shale"), "--db", self.dir, "serve",
+        target = os.environ.get("CARGO_TARGET_DIR", os.path.join(REPO, "target"))
+        args = [os.path.join(target, "release", "shale"), "--db", self.dir, "serve",
                 "--port", str(self.port)]
         if self.sync:
             args.append("--sync-commits")

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The test command: everything CI runs. Needs the Rust toolchain pinned in
 # rust-toolchain.toml (rustup installs it when missing); scripts/install-deps.sh
-# installs the Debian packages (a C compiler, the mariadb client, redis-cli and
-# redis-server) when missing.
+# installs the Debian packages (a C compiler, the mariadb client, redis-cli,
+# redis-server, python3-pymysql) when missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TERM_COLOR=never

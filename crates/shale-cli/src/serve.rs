@@ -65,6 +65,16 @@ pub struct ServeArgs {
     /// Keep per-stage latency histograms (SHOW STATUS LIKE 'Stage_%').
     #[arg(long)]
     perf_hist: bool,
+    /// Append statements that run at least --long-query-time seconds to
+    /// this file, in MySQL's slow-query log format (SET GLOBAL
+    /// slow_query_log = OFF|ON and SET GLOBAL long_query_time change it
+    /// while running).
+    #[arg(long, value_name = "FILE")]
+    slow_query_log: Option<PathBuf>,
+    /// The slow-query log's threshold in seconds (fractions allowed; 0 logs
+    /// every statement).
+    #[arg(long, value_name = "SECONDS", default_value_t = 10.0)]
+    long_query_time: f64,
     /// Also serve the Redis protocol on this port (0: any free port), on
     /// the same address and database (its own `redis` column family).
     #[arg(long)]
@@ -120,6 +130,19 @@ pub fn serve(db: Db, dir: &Path, args: ServeArgs) -> Result<(), CliError> {
             .stats
             .perf_hist
             .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+    let slow_log = &server.shared().slow_log;
+    slow_log
+        .set_long_query_time(args.long_query_time)
+        .map_err(|e| CliError::Input(format!("--long-query-time: {}", e.message)))?;
+    if let Some(path) = &args.slow_query_log {
+        let header = format!(
+            "shale serve, Version: {}",
+            ConnConfig::default().server_version
+        );
+        slow_log
+            .open(path, &header)
+            .map_err(|e| CliError::Input(format!("--slow-query-log {}: {e}", path.display())))?;
     }
     let addr = server.local_addr()?;
     let stop = server.shutdown_handle()?;

@@ -11,10 +11,13 @@
 pub mod accounts;
 pub mod admin;
 pub mod backend;
+pub mod engine_status;
 pub mod metrics;
 pub mod mysql;
 pub mod process;
 pub mod server;
+pub mod slow_log;
 pub mod sql_backend;
 pub mod stats;
 pub mod tls;
+pub mod utc;

@@ -45,6 +45,7 @@ impl Default for ServerConfig {
 pub struct Shared {
     pub stats: ServerStats,
     pub processes: ProcessList,
+    pub slow_log: crate::slow_log::SlowLog,
 }
 
 /// A bound, not yet running server.

@@ -20,6 +20,7 @@ use crate::mysql::auth::Credentials;
 use crate::mysql::consts::{charset, colflag, ColumnType};
 use shale_sql::{ColumnMeta, Datum, Output, SqlType};
 use std::collections::HashMap;
+use std::time::{Duration, Instant, SystemTime};
 
 /// The database behind `shale serve`.
 pub struct SqlBackend {
@@ -85,6 +86,7 @@ impl Backend for SqlBackend {
         }
         Ok(SqlSession {
             inner,
+            engine: self.sql.engine().clone(),
             info: info.clone(),
             accounts: self.accounts.clone(),
             account,
@@ -97,6 +99,8 @@ impl Backend for SqlBackend {
 /// One connection's session.
 pub struct SqlSession {
     inner: shale_sql::Session,
+    /// The engine, for `SHOW ENGINE SHALE STATUS`.
+    engine: shaledb::Db,
     info: ConnInfo,
     accounts: AccountStore,
     /// The logged-in account as of `generation`.
@@ -142,6 +146,16 @@ impl SqlSession {
         if let Some(r) = admin::run(stmt, &ctx) {
             return r;
         }
+        if let Some(r) =
+            crate::engine_status::run(stmt, &self.engine, &self.info.shared, &self.account)
+        {
+            return r;
+        }
+        if let Some(r) =
+            crate::slow_log::set_global(stmt, &self.info.shared.slow_log, &self.account)
+        {
+            return r;
+        }
         admin::check_privilege_on(
             stmt,
             &self.account,
@@ -152,7 +166,78 @@ impl SqlSession {
         if let Some(db) = self.inner.current_database() {
             self.info.shared.processes.set_db(self.info.id, Some(db));
         }
+        let mut reply = convert_output(out);
+        crate::slow_log::merge_show_variables(stmt, &mut reply, &self.info.shared.slow_log);
+        Ok(reply)
+    }
+
+    /// `COM_STMT_EXECUTE` without the slow-log timing.
+    fn execute_inner(&mut self, id: u32, params: &[Value]) -> Result<Reply, SqlError> {
+        self.refresh_account()?;
+        let generation = self.generation;
+        let db = self.inner.current_database().map(str::to_owned);
+        let entry = self.statements.get_mut(&id).ok_or_else(|| {
+            SqlError::new(
+                1243,
+                *b"HY000",
+                format!("Unknown prepared statement handler ({id}) given to mysqld_stmt_execute"),
+            )
+        })?;
+        // The privilege check depends only on the statement, the account
+        // (its generation) and the current database: once per change.
+        let key = (generation, db);
+        if entry.checked.as_ref() != Some(&key) {
+            admin::check_privilege_on(
+                &entry.text,
+                &self.account,
+                key.1.as_deref(),
+                entry.stmt.relations(),
+            )?;
+            entry.checked = Some(key);
+        }
+        let params: Vec<Datum> = params.iter().map(to_datum).collect();
+        let stmt = entry.stmt.clone();
+        let out = self
+            .inner
+            .execute_prepared(&stmt, &params)
+            .map_err(convert_error)?;
         Ok(convert_output(out))
+    }
+
+    /// The start of a statement, if the slow-query log is on.
+    fn slow_timer(&self) -> Option<(Duration, SystemTime, Instant)> {
+        let limit = self.info.shared.slow_log.threshold()?;
+        Some((limit, SystemTime::now(), Instant::now()))
+    }
+
+    /// Logs `stmt` if it ran at least the threshold `timer` was taken with.
+    fn log_if_slow(
+        &self,
+        timer: Option<(Duration, SystemTime, Instant)>,
+        stmt: &str,
+        r: &Result<Reply, SqlError>,
+    ) {
+        let Some((limit, started, clock)) = timer else {
+            return;
+        };
+        let query_time = clock.elapsed();
+        if query_time < limit {
+            return;
+        }
+        let rows_sent = match r {
+            Ok(Reply::Rows { rows, .. }) => rows.len() as u64,
+            _ => 0,
+        };
+        self.info.shared.slow_log.record(&crate::slow_log::Entry {
+            user: &self.info.user,
+            host: &self.info.host,
+            connection_id: self.info.id,
+            db: self.inner.current_database(),
+            started,
+            query_time,
+            rows_sent,
+            statement: stmt,
+        });
     }
 }
 
@@ -164,7 +249,9 @@ impl Session for SqlSession {
             out.push(Err(SqlError::new(1065, *b"42000", "Query was empty")));
         }
         for stmt in stmts {
+            let timer = self.slow_timer();
             let r = self.one(stmt);
+            self.log_if_slow(timer, stmt, &r);
             let failed = r.is_err();
             out.push(r);
             if failed {
@@ -223,35 +310,13 @@ impl Session for SqlSession {
     }
 
     fn execute(&mut self, id: u32, params: &[Value]) -> Result<Reply, SqlError> {
-        self.refresh_account()?;
-        let generation = self.generation;
-        let db = self.inner.current_database().map(str::to_owned);
-        let entry = self.statements.get_mut(&id).ok_or_else(|| {
-            SqlError::new(
-                1243,
-                *b"HY000",
-                format!("Unknown prepared statement handler ({id}) given to mysqld_stmt_execute"),
-            )
-        })?;
-        // The privilege check depends only on the statement, the account
-        // (its generation) and the current database: once per change.
-        let key = (generation, db);
-        if entry.checked.as_ref() != Some(&key) {
-            admin::check_privilege_on(
-                &entry.text,
-                &self.account,
-                key.1.as_deref(),
-                entry.stmt.relations(),
-            )?;
-            entry.checked = Some(key);
+        let timer = self.slow_timer();
+        let r = self.execute_inner(id, params);
+        if timer.is_some() {
+            let text = self.statements.get(&id).map(|e| e.text.clone());
+            self.log_if_slow(timer, text.as_deref().unwrap_or_default(), &r);
         }
-        let params: Vec<Datum> = params.iter().map(to_datum).collect();
-        let stmt = entry.stmt.clone();
-        let out = self
-            .inner
-            .execute_prepared(&stmt, &params)
-            .map_err(convert_error)?;
-        Ok(convert_output(out))
+        r
     }
 
     fn close_statement(&mut self, id: u32) {

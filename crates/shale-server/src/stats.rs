@@ -116,6 +116,9 @@ pub struct ServerStats {
     /// `Com_stmt_prepare`, `Com_stmt_execute`.
     pub com_stmt_prepare: AtomicU64,
     pub com_stmt_execute: AtomicU64,
+    /// Sessions inside an explicit transaction as of their last command
+    /// (`SHOW ENGINE SHALE STATUS`, TRANSACTIONS).
+    pub open_transactions: AtomicU64,
     /// Per-stage histograms, recorded while `perf_hist` is on.
     pub perf_hist: AtomicBool,
     pub recv: StageHistogram,

@@ -80,12 +80,17 @@ pub fn serve_connection<B: Backend>(
         stmts: Default::default(),
         id: connection_id,
         shared: shared.clone(),
+        in_transaction: false,
     };
     let result = match conn.command_loop() {
         Ok(()) => Ok(()),
         Err(e) => fail(&mut conn.io, e),
     };
     conn.count_bytes();
+    if conn.in_transaction {
+        // The session is dropped next, rolling its transaction back.
+        stats.open_transactions.fetch_sub(1, Ordering::Relaxed);
+    }
     stats.threads_connected.fetch_sub(1, Ordering::Relaxed);
     result
 }
@@ -252,12 +257,16 @@ pub(super) struct Conn<S: Read + Write, T: Session> {
     pub(super) stmts: super::stmt::Statements,
     pub(super) id: u32,
     pub(super) shared: Arc<Shared>,
+    /// Whether the session was in a transaction after its last command
+    /// (counted in `ServerStats::open_transactions`).
+    pub(super) in_transaction: bool,
 }
 
 impl<S: Read + Write, T: Session> Conn<S, T> {
     fn command_loop(&mut self) -> Result<(), ProtocolError> {
         loop {
             self.count_bytes();
+            self.track_transaction();
             self.shared.processes.set_command(self.id, "Sleep", None);
             self.io.reset_seq();
             self.io.timing = self.shared.stats.perf_hist.load(Ordering::Relaxed);
@@ -307,15 +316,24 @@ impl<S: Read + Write, T: Session> Conn<S, T> {
     }
 
     fn query(&mut self, body: &[u8]) -> Result<(), ProtocolError> {
+        // Raw bytes in a string literal (a client quoting binary data)
+        // become a hex literal; anything else must be UTF-8.
+        let rewritten;
         let sql = match std::str::from_utf8(body) {
             Ok(s) => s,
-            Err(_) => {
-                return self.send_err(&SqlError::new(
-                    1300,
-                    *b"HY000",
-                    "Invalid utf8mb4 character string in statement",
-                ))
-            }
+            Err(_) => match super::literals::hex_literals(body) {
+                Some(s) => {
+                    rewritten = s;
+                    &rewritten
+                }
+                None => {
+                    return self.send_err(&SqlError::new(
+                        1300,
+                        *b"HY000",
+                        "Invalid utf8mb4 character string in statement",
+                    ))
+                }
+            },
         };
         self.shared.stats.questions.fetch_add(1, Ordering::Relaxed);
         self.shared
@@ -392,6 +410,20 @@ impl<S: Read + Write, T: Session> Conn<S, T> {
                 self.io.flush()
             }
             Err(e) => self.send_err(&e),
+        }
+    }
+
+    /// Keeps `open_transactions` in step with the session's state.
+    fn track_transaction(&mut self) {
+        let now = self.session.in_transaction();
+        if now != self.in_transaction {
+            let open = &self.shared.stats.open_transactions;
+            if now {
+                open.fetch_add(1, Ordering::Relaxed);
+            } else {
+                open.fetch_sub(1, Ordering::Relaxed);
+            }
+            self.in_transaction = now;
         }
     }
 

@@ -9,6 +9,7 @@ pub mod binary;
 pub mod conn;
 pub mod consts;
 pub mod handshake;
+pub mod literals;
 pub mod packet;
 pub mod results;
 mod stmt;
