@@ -9,6 +9,7 @@ pub mod glob;
 pub mod resp;
 pub mod server;
 pub mod store;
+pub mod tx;
 
 /// Engine options for a Redis data set: values of 64 KiB or more go to
 /// value files (key-value separation), so strings and hash fields up to

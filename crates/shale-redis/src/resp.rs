@@ -232,6 +232,8 @@ pub enum Reply {
     Int(i64),
     Bulk(Vec<u8>),
     Nil,
+    /// `*-1`: EXEC aborted by WATCH, BLPOP timeout.
+    NilArray,
     Array(Vec<Reply>),
 }
 
@@ -256,6 +258,7 @@ impl Reply {
             Reply::Error(s) => line(out, b'-', &sanitize(s)),
             Reply::Int(n) => line(out, b':', n.to_string().as_bytes()),
             Reply::Nil => out.extend_from_slice(b"$-1\r\n"),
+            Reply::NilArray => out.extend_from_slice(b"*-1\r\n"),
             Reply::Bulk(b) => {
                 line(out, b'$', b.len().to_string().as_bytes());
                 out.extend_from_slice(b);

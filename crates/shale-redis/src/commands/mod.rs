@@ -3,11 +3,17 @@
 
 mod hashes;
 mod keys;
+mod lists;
+mod multi;
+mod sets;
 mod strings;
+mod zsets;
 
 use crate::resp::Reply;
-use crate::store::{Store, StoreError, DATABASES};
-use std::sync::atomic::AtomicU64;
+use crate::store::{Meta, Store, StoreError, Type, DATABASES};
+use crate::tx::Tx;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Instant;
 use thiserror::Error;
 
@@ -45,6 +51,7 @@ pub struct Shared {
     pub started: Instant,
     pub port: u16,
     pub clients: AtomicU64,
+    next_client_id: AtomicU64,
 }
 
 impl Shared {
@@ -56,6 +63,7 @@ impl Shared {
             started: Instant::now(),
             port,
             clients: AtomicU64::new(0),
+            next_client_id: AtomicU64::new(1),
         }
     }
 }
@@ -63,19 +71,38 @@ impl Shared {
 /// Per-connection state.
 #[derive(Debug)]
 pub struct Conn {
+    pub id: u64,
     pub db: u8,
     pub authed: bool,
     /// Set by QUIT: close after this reply.
     pub quit: bool,
+    /// Inside MULTI: the queued requests.
+    multi: Option<Vec<Vec<Vec<u8>>>>,
+    /// A request was refused while queueing: EXEC answers EXECABORT.
+    multi_failed: bool,
+    /// WATCHed keys: (db, key, was expired-but-present at WATCH).
+    watched: Vec<(u8, Vec<u8>, bool)>,
+    /// Set by a write to a watched key (see `store::Watches`).
+    dirty: Arc<AtomicBool>,
 }
 
 impl Conn {
     pub fn new(shared: &Shared) -> Conn {
         Conn {
+            id: shared.next_client_id.fetch_add(1, Ordering::Relaxed),
             db: 0,
             authed: shared.password.is_none(),
             quit: false,
+            multi: None,
+            multi_failed: false,
+            watched: Vec::new(),
+            dirty: Arc::new(AtomicBool::new(false)),
         }
+    }
+
+    /// Drops the connection's WATCHes (call when it closes).
+    pub fn close(&mut self, shared: &Shared) {
+        multi::unwatch_all(shared, self);
     }
 }
 
@@ -92,7 +119,26 @@ fn arity(name: &str) -> Option<i32> {
         "setex" | "psetex" | "hsetnx" => 4,
         "hset" => -4,
         "hincrby" => 4,
-        "dbsize" => 1,
+        "dbsize" | "multi" | "exec" | "discard" | "unwatch" => 1,
+        "watch" => -2,
+        "lpush" | "rpush" | "lpushx" | "rpushx" | "lpos" => -3,
+        "lpop" | "rpop" => -2,
+        "llen" => 2,
+        "lindex" | "rpoplpush" => 3,
+        "lrange" | "lset" | "lrem" | "ltrim" => 4,
+        "linsert" | "lmove" => 5,
+        "sadd" | "srem" | "smismember" | "sintercard" | "sinterstore" | "sunionstore"
+        | "sdiffstore" | "sscan" => -3,
+        "smembers" | "scard" => 2,
+        "sismember" => 3,
+        "spop" | "srandmember" | "sinter" | "sunion" | "sdiff" => -2,
+        "smove" => 4,
+        "zadd" | "zrange" | "zrangebyscore" | "zrevrange" | "zrevrangebyscore" => -4,
+        "zrem" | "zmscore" | "zscan" => -3,
+        "zscore" | "zrank" | "zrevrank" => 3,
+        "zincrby" | "zcount" | "zremrangebyscore" | "zremrangebyrank" => 4,
+        "zcard" => 2,
+        "zpopmin" | "zpopmax" => -2,
         _ => return None,
     })
 }
@@ -129,24 +175,43 @@ pub fn dispatch(shared: &Shared, conn: &mut Conn, args: &[Vec<u8>]) -> Reply {
     };
     let name = String::from_utf8_lossy(first).to_ascii_lowercase();
     let Some(ar) = arity(&name) else {
+        multi::refused(conn);
         return unknown_command(args);
     };
     let n = args.len() as i32;
     if (ar > 0 && n != ar) || (ar < 0 && n < -ar) {
+        multi::refused(conn);
         return wrong_args(&name);
     }
     if !conn.authed && !matches!(name.as_str(), "auth" | "quit") {
+        multi::refused(conn);
         return Reply::err("NOAUTH Authentication required.");
     }
     let rest = args.get(1..).unwrap_or_default();
-    match run(shared, conn, &name, rest) {
-        Ok(r) => r,
+    if let Some(reply) = multi::intercept(shared, conn, &name, args) {
+        return reply;
+    }
+    let mut tx = Tx::new(&shared.store);
+    match run(shared, conn, &mut tx, &name, rest) {
+        Ok(r) => match tx.commit() {
+            Ok(()) => r,
+            Err(e) => Reply::Error(CmdError::from(e).to_string()),
+        },
         Err(e) => Reply::Error(e.to_string()),
     }
 }
 
-fn run(shared: &Shared, conn: &mut Conn, name: &str, a: &[Vec<u8>]) -> CmdResult {
-    let st = &shared.store;
+/// The live metadata of `key` if it has type `ty` (None when absent);
+/// WRONGTYPE for another type.
+pub fn typed_meta(tx: &Tx, db: u8, key: &[u8], ty: Type) -> Result<Option<Meta>, CmdError> {
+    match tx.get_meta(db, key)? {
+        Some(m) if m.ty != ty => Err(CmdError::WrongType),
+        m => Ok(m),
+    }
+}
+
+/// Runs one command inside `tx` (the caller commits it).
+fn run(shared: &Shared, conn: &mut Conn, tx: &mut Tx, name: &str, a: &[Vec<u8>]) -> CmdResult {
     let db = conn.db;
     match name {
         "ping" => match a {
@@ -170,14 +235,20 @@ fn run(shared: &Shared, conn: &mut Conn, name: &str, a: &[Vec<u8>]) -> CmdResult
         }
         "command" => Ok(Reply::Array(vec![])),
         "config" => config(a),
-        "info" => keys::info(shared, a),
+        "info" => keys::info(shared, tx, a),
         "get" | "set" | "mget" | "mset" | "setnx" | "getset" | "getdel" | "incr" | "decr"
         | "incrby" | "decrby" | "append" | "strlen" | "setex" | "psetex" | "msetnx" => {
-            strings::run(st, db, name, a)
+            strings::run(tx, db, name, a)
         }
         "hset" | "hget" | "hmget" | "hgetall" | "hdel" | "hlen" | "hexists" | "hincrby"
-        | "hkeys" | "hvals" | "hsetnx" | "hstrlen" => hashes::run(st, db, name, a),
-        _ => keys::run(shared, db, name, a),
+        | "hkeys" | "hvals" | "hsetnx" | "hstrlen" => hashes::run(tx, db, name, a),
+        "unwatch" => Ok(multi::unwatch(shared, conn)),
+        n if n.starts_with('l') || n.starts_with("rp") => lists::run(tx, db, name, a),
+        n if n.starts_with('s') && n != "scan" && n != "select" => {
+            sets::run(shared, tx, db, name, a)
+        }
+        n if n.starts_with('z') => zsets::run(shared, tx, db, name, a),
+        _ => keys::run(shared, tx, db, name, a),
     }
 }
 
