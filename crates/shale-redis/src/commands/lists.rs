@@ -161,15 +161,7 @@ pub fn run(tx: &mut Tx, db: u8, name: &str, a: &[Vec<u8>]) -> CmdResult {
             }
             let count = match a.get(1) {
                 None => None,
-                Some(c) => {
-                    let c = parse_i64(c)?;
-                    if c < 0 {
-                        return Err(CmdError::Other(
-                            "value is out of range, must be positive".into(),
-                        ));
-                    }
-                    Some(c)
-                }
+                Some(c) => Some(super::parse_count(c)?),
             };
             tx.lock(db, [key]);
             let Some(mut m) = list_meta(tx, db, key)? else {

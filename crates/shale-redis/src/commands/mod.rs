@@ -180,6 +180,11 @@ pub fn dispatch(shared: &Shared, conn: &mut Conn, args: &[Vec<u8>]) -> Reply {
     };
     let n = args.len() as i32;
     if (ar > 0 && n != ar) || (ar < 0 && n < -ar) {
+        if name == "exec" {
+            if let Some(r) = multi::exec_refused(shared, conn, &wrong_args(&name)) {
+                return r;
+            }
+        }
         multi::refused(conn);
         return wrong_args(&name);
     }
@@ -334,6 +339,17 @@ pub fn parse_int_strict(b: &[u8]) -> Option<i64> {
 
 pub fn parse_i64(b: &[u8]) -> Result<i64, CmdError> {
     parse_int_strict(b).ok_or(CmdError::NotInteger)
+}
+
+/// A count that must be >= 0 (LPOP, SPOP, ZPOPMIN ...): Redis answers
+/// anything else, non-integers included, with "must be positive".
+pub fn parse_count(b: &[u8]) -> Result<i64, CmdError> {
+    match parse_int_strict(b) {
+        Some(n) if n >= 0 => Ok(n),
+        _ => Err(CmdError::Other(
+            "value is out of range, must be positive".into(),
+        )),
+    }
 }
 
 /// Case-insensitive option comparison.

@@ -21,6 +21,21 @@ pub fn refused(conn: &mut Conn) {
     }
 }
 
+/// EXEC itself refused (arity) inside MULTI: Redis discards the
+/// transaction and answers EXECABORT with the reason.
+pub fn exec_refused(shared: &Shared, conn: &mut Conn, why: &Reply) -> Option<Reply> {
+    conn.multi.take()?;
+    conn.multi_failed = false;
+    unwatch_all(shared, conn);
+    let Reply::Error(msg) = why else {
+        return None;
+    };
+    let reason = msg.strip_prefix("ERR ").unwrap_or(msg);
+    Some(Reply::err(format!(
+        "EXECABORT Transaction discarded because of: {reason}"
+    )))
+}
+
 /// Handles the transaction commands, and queues everything else while in
 /// MULTI. `None`: run the request now.
 pub fn intercept(shared: &Shared, conn: &mut Conn, name: &str, args: &[Vec<u8>]) -> Option<Reply> {

@@ -173,12 +173,11 @@ pub fn run(shared: &Shared, tx: &mut Tx, db: u8, name: &str, a: &[Vec<u8>]) -> C
             if a.len() > 2 {
                 return Err(CmdError::Syntax);
             }
-            let count = a.get(1).map(|c| parse_i64(c)).transpose()?;
-            if name == "spop" && count.is_some_and(|c| c < 0) {
-                return Err(CmdError::Other(
-                    "value is out of range, must be positive".into(),
-                ));
-            }
+            let count = match a.get(1) {
+                Some(c) if name == "spop" => Some(super::parse_count(c)?),
+                Some(c) => Some(parse_i64(c)?),
+                None => None,
+            };
             if name == "spop" {
                 tx.lock(db, [key]);
             } else {
@@ -245,7 +244,7 @@ pub fn run(shared: &Shared, tx: &mut Tx, db: u8, name: &str, a: &[Vec<u8>]) -> C
             store(tx, db, key, result)
         }
         "sintercard" => {
-            let n = parse_i64(key)?;
+            let n = super::parse_int_strict(key).unwrap_or(0);
             if n <= 0 {
                 return Err(CmdError::Other("numkeys should be greater than 0".into()));
             }
@@ -288,6 +287,7 @@ pub fn run(shared: &Shared, tx: &mut Tx, db: u8, name: &str, a: &[Vec<u8>]) -> C
                 &prefix,
                 cursor,
                 a.get(2..).unwrap_or_default(),
+                0,
                 |f, _| vec![Reply::bulk(f)],
             )
         }
@@ -306,9 +306,11 @@ pub fn empty_scan() -> Reply {
     Reply::Array(vec![Reply::bulk("0"), Reply::Array(vec![])])
 }
 
-/// SSCAN / ZSCAN / HSCAN over the sub-records under `prefix`: `[MATCH p]
-/// [COUNT n]`; a cursor is an id in the server's cursor table holding the
-/// next sub-record key (unknown or stale: restart from the first).
+/// SSCAN / ZSCAN over the records under `prefix`: `[MATCH p] [COUNT n]`
+/// (MATCH applies to the record key's suffix after `skip` bytes); a cursor
+/// is an id in the server's cursor table holding the next record key
+/// (unknown or stale: restart from the first).
+#[allow(clippy::too_many_arguments)]
 pub fn scan_collection(
     shared: &Shared,
     tx: &Tx,
@@ -316,6 +318,7 @@ pub fn scan_collection(
     prefix: &[u8],
     cursor: u64,
     opts: &[Vec<u8>],
+    skip: usize,
     emit: impl Fn(&[u8], &[u8]) -> Vec<Reply>,
 ) -> CmdResult {
     let (mut pattern, mut count) = (None, 10i64);
@@ -352,7 +355,7 @@ pub fn scan_collection(
         }
         visited += 1;
         let f = k.get(prefix.len()..).unwrap_or_default();
-        if pattern.is_none_or(|p| glob::matches(p, f)) {
+        if pattern.is_none_or(|p| glob::matches(p, f.get(skip..).unwrap_or_default())) {
             out.extend(emit(f, v));
         }
         true

@@ -5,9 +5,9 @@
 
 mod range;
 
-use super::{arg, parse_i64, typed_meta, CmdError, CmdResult, Shared};
+use super::{arg, typed_meta, CmdError, CmdResult, Shared};
 use crate::resp::Reply;
-use crate::store::{score_bytes, score_from_bytes, score_prefix, sub_key, sub_prefix, Meta, Type};
+use crate::store::{score_bytes, score_from_bytes, score_prefix, sub_key, Meta, Type};
 use crate::tx::Tx;
 
 fn zmeta(tx: &Tx, db: u8, key: &[u8]) -> Result<Option<Meta>, CmdError> {
@@ -101,7 +101,8 @@ fn index_key(db: u8, key: &[u8], m: &Meta, score: f64, member: &[u8]) -> Vec<u8>
     k
 }
 
-/// Sets `member`'s score (replacing `old`'s index record).
+/// Sets `member`'s score (replacing `old`'s index record); -0.0 is stored
+/// as 0.0, which is what Redis replies.
 fn put_member(
     tx: &mut Tx,
     db: u8,
@@ -111,6 +112,7 @@ fn put_member(
     old: Option<f64>,
     new: f64,
 ) {
+    let new = if new == 0.0 { 0.0 } else { new };
     if let Some(o) = old {
         tx.delete(index_key(db, key, m, o, member));
     }
@@ -344,15 +346,7 @@ pub fn run(shared: &Shared, tx: &mut Tx, db: u8, name: &str, a: &[Vec<u8>]) -> C
             }
             let count = match a.get(1) {
                 None => 1,
-                Some(c) => {
-                    let c = parse_i64(c)?;
-                    if c < 0 {
-                        return Err(CmdError::Other(
-                            "value is out of range, must be positive".into(),
-                        ));
-                    }
-                    c
-                }
+                Some(c) => super::parse_count(c)?,
             };
             if count == 0 {
                 return Ok(Reply::Array(vec![]));
@@ -385,21 +379,17 @@ pub fn run(shared: &Shared, tx: &mut Tx, db: u8, name: &str, a: &[Vec<u8>]) -> C
             let Some(m) = zmeta(tx, db, key)? else {
                 return Ok(super::sets::empty_scan());
             };
-            let prefix = sub_prefix(db, key, m.version);
-            super::sets::scan_collection(
-                shared,
-                tx,
-                db,
-                &prefix,
-                cursor,
-                a.get(2..).unwrap_or_default(),
-                |f, v| {
-                    vec![
-                        Reply::bulk(f),
-                        score_reply(score_from_raw(v).unwrap_or(0.0)),
-                    ]
-                },
-            )
+            // Walks the score index, so a small set comes out in score
+            // order like Redis's listpack encoding.
+            let prefix = score_prefix(db, key, m.version);
+            let opts = a.get(2..).unwrap_or_default();
+            super::sets::scan_collection(shared, tx, db, &prefix, cursor, opts, 8, |f, _| {
+                let score = score_from_bytes(f).unwrap_or(0.0);
+                vec![
+                    Reply::bulk(f.get(8..).unwrap_or_default()),
+                    score_reply(score),
+                ]
+            })
         }
         _ => Err(CmdError::Other(format!("unknown command '{name}'"))),
     }
