@@ -6,7 +6,7 @@
 #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
 
 mod common;
-use common::{start_redis, start_shale, Raw, PW};
+use common::{normalize, start_redis, start_shale, Raw, PW};
 
 /// Commands whose array reply is a set: compared sorted.
 const UNORDERED: &[&str] = &[
@@ -492,33 +492,6 @@ fn call(c: &mut Raw, cmd: &[&str]) -> String {
     } else {
         raw
     }
-}
-
-/// A RESP reply with every array's elements sorted (recursively).
-fn normalize(raw: &str) -> String {
-    fn item(s: &str) -> (String, &str) {
-        let (line, rest) = s.split_once("\r\n").unwrap();
-        match &line[..1] {
-            "*" => {
-                let n: i64 = line[1..].parse().unwrap();
-                let mut rest = rest;
-                let mut items = Vec::new();
-                for _ in 0..n.max(0) {
-                    let (it, r) = item(rest);
-                    items.push(it);
-                    rest = r;
-                }
-                items.sort();
-                (format!("{line}\r\n{}", items.concat()), rest)
-            }
-            "$" if line != "$-1" => {
-                let n: usize = line[1..].parse().unwrap();
-                (format!("{line}\r\n{}\r\n", &rest[..n]), &rest[n + 2..])
-            }
-            _ => (format!("{line}\r\n"), rest),
-        }
-    }
-    item(raw).0
 }
 
 fn compare(script: &[&[&str]]) {

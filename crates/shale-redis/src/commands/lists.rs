@@ -191,11 +191,12 @@ pub fn run(tx: &mut Tx, db: u8, name: &str, a: &[Vec<u8>]) -> CmdResult {
             Ok(Reply::Array(items.into_iter().map(Reply::Bulk).collect()))
         }
         "lindex" => {
-            let i = parse_i64(arg(a, 1))?;
+            // Redis looks the key up (and checks its type) before the index.
             tx.consistent_reads();
             let Some(m) = list_meta(tx, db, key)? else {
                 return Ok(Reply::Nil);
             };
+            let i = parse_i64(arg(a, 1))?;
             let p = if i < 0 { len(&m) + i } else { i };
             if p < 0 || p >= len(&m) {
                 return Ok(Reply::Nil);
@@ -203,11 +204,11 @@ pub fn run(tx: &mut Tx, db: u8, name: &str, a: &[Vec<u8>]) -> CmdResult {
             Ok(Reply::opt_bulk(tx.get(&elem_key(db, key, &m, p))?))
         }
         "lset" => {
-            let i = parse_i64(arg(a, 1))?;
             tx.lock(db, [key]);
             let Some(m) = list_meta(tx, db, key)? else {
                 return Err(CmdError::Other("no such key".into()));
             };
+            let i = parse_i64(arg(a, 1))?;
             let p = if i < 0 { len(&m) + i } else { i };
             if p < 0 || p >= len(&m) {
                 return Err(CmdError::Other("index out of range".into()));
