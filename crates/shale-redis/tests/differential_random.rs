@@ -117,7 +117,7 @@ fn collection_command(r: &mut Rng, k: &str, v: &str) -> Vec<String> {
     let lr = r.pick(&["LEFT", "RIGHT"]);
     let lr2 = r.pick(&["LEFT", "RIGHT"]);
     let m = r.pick(&["a", "b", "c", "1", ""]);
-    match r.next() % 44 {
+    match r.next() % 47 {
         0 | 1 => s(&["LPUSH", k, v, m]),
         2 | 3 => s(&["RPUSH", k, m, v]),
         4 => s(&["LPUSHX", k, m]),
@@ -169,6 +169,9 @@ fn collection_command(r: &mut Rng, k: &str, v: &str) -> Vec<String> {
         40 => s(&["ZREVRANGEBYSCORE", k, sc, sc2, "LIMIT", "0", "2"]),
         41 => s(&[r.pick(&["ZPOPMIN", "ZPOPMAX"]), k, r.pick(&["1", "2"])]),
         42 => s(&["ZCOUNT", k, sc, sc2]),
+        44 => s(&["RENAME", k, k2]),
+        45 => s(&["RENAMENX", k, k2]),
+        46 => s(&["COPY", k, k2, "REPLACE"]),
         _ => s(&[
             r.pick(&["ZREMRANGEBYSCORE", "ZREMRANGEBYRANK"]),
             k,

@@ -17,6 +17,8 @@ const UNORDERED: &[&str] = &[
     "SPOP",
     "SRANDMEMBER",
     "SSCAN",
+    "SCAN",
+    "KEYS",
 ];
 
 const LISTS: &[&[&str]] = &[
@@ -406,6 +408,75 @@ const ZSETS: &[&[&str]] = &[
     &["ZRANGE", "d", "0", "-1", "WITHSCORES"],
 ];
 
+/// Key-space commands on the collection types.
+const KEYSPACE: &[&[&str]] = &[
+    &["RPUSH", "l", "a", "b", "c"],
+    &["SADD", "s", "x", "y"],
+    &["ZADD", "z", "1", "m", "2", "n"],
+    &["HSET", "h", "f", "v", "g", "w"],
+    &["SET", "str", "v"],
+    &["TYPE", "l"],
+    &["TYPE", "s"],
+    &["TYPE", "z"],
+    &["SCAN", "0", "COUNT", "100", "TYPE", "list"],
+    &["SCAN", "0", "COUNT", "100", "TYPE", "zset"],
+    &["SCAN", "0", "COUNT", "100", "TYPE", "set"],
+    &["SCAN", "0", "COUNT", "100", "TYPE", "hash"],
+    &["KEYS", "*"],
+    &["EXPIRE", "l", "100"],
+    &["TTL", "l"],
+    &["LPUSH", "l", "z"],
+    &["TTL", "l"],
+    &["PERSIST", "l"],
+    &["TTL", "l"],
+    &["PEXPIREAT", "s", "1"],
+    &["EXISTS", "s"],
+    &["RENAME", "z", "z2"],
+    &["ZRANGE", "z2", "0", "-1", "WITHSCORES"],
+    &["EXISTS", "z"],
+    &["EXPIRE", "l", "50"],
+    &["RENAME", "l", "l2"],
+    &["LRANGE", "l2", "0", "-1"],
+    &["TTL", "l2"],
+    &["RENAME", "l2", "l2"],
+    &["RENAME", "nokey", "x"],
+    &["RENAMENX", "nokey", "x"],
+    &["RENAMENX", "l2", "h"],
+    &["RENAMENX", "l2", "l2"],
+    &["RENAMENX", "h", "h2"],
+    &["HSCAN", "h2", "0"],
+    &["HSCAN", "h2", "0", "MATCH", "g*"],
+    &["HSCAN", "nokey", "0"],
+    &["HSCAN", "h2", "x"],
+    &["HSCAN", "str", "0"],
+    &["RENAME", "str", "l2"],
+    &["TYPE", "l2"],
+    &["COPY", "z2", "z3"],
+    &["COPY", "z2", "z3"],
+    &["COPY", "z2", "z3", "REPLACE"],
+    &["ZRANGE", "z3", "0", "-1", "WITHSCORES"],
+    &["ZADD", "z3", "5", "o"],
+    &["ZCARD", "z2"],
+    &["COPY", "z2", "z2"],
+    &["COPY", "nokey", "z4"],
+    &["COPY", "z2", "z4", "DB", "1"],
+    &["COPY", "z2", "z4", "DB", "16"],
+    &["COPY", "z2", "z4", "DB", "x"],
+    &["COPY", "z2", "z4", "BAD"],
+    &["SELECT", "1"],
+    &["ZRANGE", "z4", "0", "-1", "WITHSCORES"],
+    &["SELECT", "0"],
+    &["DEL", "z2", "z3", "h2", "l2"],
+    &["ZCARD", "z2"],
+    &["ZADD", "z2", "7", "q"],
+    &["ZRANGE", "z2", "0", "-1", "WITHSCORES"],
+    &["DBSIZE"],
+    &["FLUSHDB"],
+    &["ZCARD", "z2"],
+    &["SELECT", "1"],
+    &["ZCARD", "z4"],
+];
+
 const MULTI: &[&[&str]] = &[
     &["EXEC"],
     &["DISCARD"],
@@ -530,6 +601,11 @@ fn sets_match_redis_server() {
 #[test]
 fn sorted_sets_match_redis_server() {
     compare(ZSETS);
+}
+
+#[test]
+fn keyspace_commands_on_collections_match_redis_server() {
+    compare(KEYSPACE);
 }
 
 #[test]

@@ -158,3 +158,17 @@ pub fn fields(tx: &Tx, prefix: &[u8]) -> Result<Vec<Pair>, CmdError> {
     })?;
     Ok(out)
 }
+
+/// HSCAN key cursor [MATCH p] [COUNT n]: field, value pairs.
+pub fn hscan(shared: &super::Shared, tx: &mut Tx, db: u8, a: &[Vec<u8>]) -> CmdResult {
+    let cursor = super::sets::parse_cursor(arg(a, 1))?;
+    tx.consistent_reads();
+    let Some(m) = hash_meta(tx, db, arg(a, 0))? else {
+        return Ok(super::sets::empty_scan());
+    };
+    let prefix = sub_prefix(db, arg(a, 0), m.version);
+    let opts = a.get(2..).unwrap_or_default();
+    super::sets::scan_collection(shared, tx, db, &prefix, cursor, opts, 0, |f, v| {
+        vec![Reply::bulk(f), Reply::bulk(v)]
+    })
+}

@@ -5,6 +5,7 @@ mod hashes;
 mod keys;
 mod lists;
 mod multi;
+mod rename;
 mod sets;
 mod strings;
 mod zsets;
@@ -120,6 +121,8 @@ fn arity(name: &str) -> Option<i32> {
         "hset" => -4,
         "hincrby" => 4,
         "dbsize" | "multi" | "exec" | "discard" | "unwatch" => 1,
+        "rename" | "renamenx" => 3,
+        "copy" | "hscan" => -3,
         "watch" => -2,
         "lpush" | "rpush" | "lpushx" | "rpushx" | "lpos" => -3,
         "lpop" | "rpop" => -2,
@@ -248,6 +251,8 @@ fn run(shared: &Shared, conn: &mut Conn, tx: &mut Tx, name: &str, a: &[Vec<u8>])
         "hset" | "hget" | "hmget" | "hgetall" | "hdel" | "hlen" | "hexists" | "hincrby"
         | "hkeys" | "hvals" | "hsetnx" | "hstrlen" => hashes::run(tx, db, name, a),
         "unwatch" => Ok(multi::unwatch(shared, conn)),
+        "rename" | "renamenx" | "copy" => rename::run(tx, db, name, a),
+        "hscan" => hashes::hscan(shared, tx, db, a),
         n if n.starts_with('l') || n.starts_with("rp") => lists::run(tx, db, name, a),
         n if n.starts_with('s') && n != "scan" && n != "select" => {
             sets::run(shared, tx, db, name, a)
