@@ -1,8 +1,9 @@
 //! # shale-redis
 //!
-//! A Redis-protocol (RESP2) endpoint on the ShaleDB engine: strings and
-//! hashes stored Kvrocks-style (docs/redis.md), a thread-per-connection
-//! server, Redis's reply types and error strings.
+//! A Redis-protocol (RESP2 / RESP3) endpoint on the ShaleDB engine:
+//! strings, hashes, lists, sets and sorted sets stored Kvrocks-style
+//! (docs/redis.md), MULTI/EXEC/WATCH, a thread-per-connection server,
+//! Redis's reply types and error strings.
 
 pub mod commands;
 pub mod glob;

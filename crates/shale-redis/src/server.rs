@@ -118,14 +118,14 @@ fn serve_connection(
                     if args.is_empty() {
                         continue; // empty inline line or *0: no reply, like Redis
                     }
-                    dispatch(shared, conn, &args).encode(&mut out);
+                    dispatch(shared, conn, &args).encode(&mut out, conn.resp3);
                     if conn.quit {
                         close = true;
                         break;
                     }
                 }
                 Err(e) => {
-                    Reply::err(format!("ERR Protocol error: {e}")).encode(&mut out);
+                    Reply::err(format!("ERR Protocol error: {e}")).encode(&mut out, conn.resp3);
                     close = true;
                     break;
                 }

@@ -1,5 +1,5 @@
 //! Random command sequences over strings, hashes, lists, sets, sorted sets
-//! and MULTI/EXEC blocks, sent to redis-server
+//! and MULTI/EXEC blocks, in RESP2 and RESP3, sent to redis-server
 //! and to shale-redis-server: every reply compared byte for byte. Seeded, so
 //! a failure names the seed and the step to replay.
 // Tests index and unwrap freely: a panic is a test failure.
@@ -229,6 +229,10 @@ fn random_sequences_match_redis_server() {
     for seed in 1..=seeds {
         assert_eq!(a.call(&["FLUSHDB"]), "+OK\r\n");
         assert_eq!(b.call(&["FLUSHDB"]), "+OK\r\n");
+        // Odd seeds speak RESP3 (HELLO 3), even seeds RESP2.
+        let proto = if seed % 2 == 1 { "3" } else { "2" };
+        let (ha, hb) = (a.call(&["HELLO", proto]), b.call(&["HELLO", proto]));
+        assert_eq!(ha.lines().count(), hb.lines().count(), "HELLO {proto}");
         let mut r = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
         for n in 0..400 {
             for cmd in step(&mut r) {

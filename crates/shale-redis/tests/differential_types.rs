@@ -565,17 +565,39 @@ fn call(c: &mut Raw, cmd: &[&str]) -> String {
     }
 }
 
+/// HELLO's map holds the connection id, which differs between servers.
+fn mask_id(reply: &str) -> String {
+    let Some(at) = reply.find("$2\r\nid\r\n:") else {
+        return reply.to_string();
+    };
+    let start = at + "$2\r\nid\r\n:".len();
+    let end = start + reply[start..].find("\r\n").unwrap();
+    format!("{}ID{}", &reply[..start], &reply[end..])
+}
+
 fn compare(script: &[&[&str]]) {
+    compare_with(script, true, false);
+}
+
+/// Runs `script` on both servers (after AUTH when `auth`, after HELLO 3
+/// when `resp3`) and asserts identical replies.
+fn compare_with(script: &[&[&str]], auth: bool, resp3: bool) {
     let dir = tempfile::tempdir().unwrap();
     let redis_dir = tempfile::tempdir().unwrap();
     let redis = start_redis(redis_dir.path());
     let shale = start_shale(dir.path());
     let (mut a, mut b) = (Raw::connect(redis.port), Raw::connect(shale.port));
-    assert_eq!(a.call(&["AUTH", PW]), "+OK\r\n");
-    assert_eq!(b.call(&["AUTH", PW]), "+OK\r\n");
+    if auth {
+        assert_eq!(a.call(&["AUTH", PW]), "+OK\r\n");
+        assert_eq!(b.call(&["AUTH", PW]), "+OK\r\n");
+    }
+    if resp3 {
+        let hello = ["HELLO", "3"];
+        assert_eq!(mask_id(&b.call(&hello)), mask_id(&a.call(&hello)));
+    }
     let mut diffs = Vec::new();
     for cmd in script {
-        let (want, got) = (call(&mut a, cmd), call(&mut b, cmd));
+        let (want, got) = (mask_id(&call(&mut a, cmd)), mask_id(&call(&mut b, cmd)));
         if want != got {
             diffs.push(format!("{cmd:?}\n  redis: {want:?}\n  shale: {got:?}"));
         }
@@ -611,4 +633,67 @@ fn keyspace_commands_on_collections_match_redis_server() {
 #[test]
 fn multi_exec_watch_match_redis_server() {
     compare(MULTI);
+}
+
+/// Every script again after HELLO 3: RESP3 maps, sets, doubles and nulls.
+#[test]
+fn all_scripts_match_redis_server_in_resp3() {
+    for script in [LISTS, SETS, ZSETS, KEYSPACE, MULTI] {
+        compare_with(script, true, true);
+    }
+}
+
+const HELLO: &[&[&str]] = &[
+    &["HELLO"],
+    &["HELLO", "3"],
+    &["HELLO", "4"],
+    &["HELLO", "1"],
+    &["HELLO", "x"],
+    &["HELLO", "3", "AUTH", "default", "wrong"],
+    &["HELLO", "3", "AUTH", "nobody", "pw"],
+    &["HELLO", "3", "BAD"],
+    &["HELLO", "3", "AUTH", "default"],
+    &["HELLO", "3", "SETNAME", "a b"],
+    &["GET", "k"],
+    &["HELLO", "3", "AUTH", "default", "pw", "SETNAME", "me"],
+    &["HELLO"],
+    &["GET", "nokey"],
+    &["HSET", "h", "a", "1", "b", "2"],
+    &["HGETALL", "h"],
+    &["HGETALL", "nokey"],
+    &["SADD", "s", "x", "y"],
+    &["SMEMBERS", "s"],
+    &["SPOP", "s", "5"],
+    &["ZADD", "z", "1.5", "a", "-inf", "b", "0.1", "c"],
+    &["ZSCORE", "z", "a"],
+    &["ZSCORE", "z", "b"],
+    &["ZSCORE", "z", "nope"],
+    &["ZMSCORE", "z", "a", "nope"],
+    &["ZINCRBY", "z", "1", "a"],
+    &["ZADD", "z", "INCR", "1", "c"],
+    &["ZADD", "z", "XX", "INCR", "1", "nope"],
+    &["ZRANGE", "z", "0", "-1", "WITHSCORES"],
+    &["ZRANGE", "z", "0", "-1"],
+    &["ZREVRANGEBYSCORE", "z", "+inf", "-inf", "WITHSCORES"],
+    &["ZSCAN", "z", "0"],
+    &["ZPOPMIN", "z"],
+    &["ZPOPMAX", "z", "1"],
+    &["ZPOPMIN", "nokey"],
+    &["LPOP", "nokey"],
+    &["LPOP", "nokey", "2"],
+    &["LPOS", "nokey", "a"],
+    &["WATCH", "h"],
+    &["HSET", "h", "c", "3"],
+    &["MULTI"],
+    &["GET", "h"],
+    &["EXEC"],
+    &["HELLO", "2"],
+    &["GET", "nokey"],
+    &["HGETALL", "h"],
+    &["ZRANGE", "z", "0", "-1", "WITHSCORES"],
+];
+
+#[test]
+fn hello_and_resp3_types_match_redis_server() {
+    compare_with(HELLO, false, false);
 }

@@ -175,7 +175,7 @@ fn encoder() {
         Reply::Nil,
         Reply::Array(vec![]),
     ])
-    .encode(&mut out);
+    .encode(&mut out, false);
     assert_eq!(
         out,
         b"*6\r\n+OK\r\n-ERR bad  thing\r\n:-3\r\n$2\r\nhi\r\n$-1\r\n*0\r\n"

@@ -128,16 +128,14 @@ fn read(tx: &mut Tx, db: u8, name: &str, a: &[Vec<u8>]) -> CmdResult {
                 None => Vec::new(),
                 Some(m) => fields(tx, &sub_prefix(db, key, m.version))?,
             };
-            let mut out = Vec::new();
-            for (f, v) in fields {
-                if name != "hvals" {
-                    out.push(Reply::Bulk(f));
+            let it = fields.into_iter();
+            Ok(match name {
+                "hgetall" => {
+                    Reply::Map(it.map(|(f, v)| (Reply::Bulk(f), Reply::Bulk(v))).collect())
                 }
-                if name != "hkeys" {
-                    out.push(Reply::Bulk(v));
-                }
-            }
-            Ok(Reply::Array(out))
+                "hkeys" => Reply::Array(it.map(|(f, _)| Reply::Bulk(f)).collect()),
+                _ => Reply::Array(it.map(|(_, v)| Reply::Bulk(v)).collect()),
+            })
         }
         _ => Err(CmdError::Other(format!("unknown command '{name}'"))),
     }

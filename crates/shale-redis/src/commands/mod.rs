@@ -85,6 +85,10 @@ pub struct Conn {
     watched: Vec<(u8, Vec<u8>, bool)>,
     /// Set by a write to a watched key (see `store::Watches`).
     dirty: Arc<AtomicBool>,
+    /// Replies in RESP3 (after HELLO 3).
+    pub resp3: bool,
+    /// Set by HELLO ... SETNAME.
+    pub name: Option<Vec<u8>>,
 }
 
 impl Conn {
@@ -98,6 +102,8 @@ impl Conn {
             multi_failed: false,
             watched: Vec::new(),
             dirty: Arc::new(AtomicBool::new(false)),
+            resp3: false,
+            name: None,
         }
     }
 
@@ -110,7 +116,7 @@ impl Conn {
 /// Redis 7's arity: positive = exact, negative = at least.
 fn arity(name: &str) -> Option<i32> {
     Some(match name {
-        "ping" | "quit" | "flushdb" | "info" | "command" => -1,
+        "ping" | "quit" | "flushdb" | "info" | "command" | "hello" => -1,
         "echo" | "select" | "get" | "getdel" | "incr" | "decr" | "strlen" | "ttl" | "pttl"
         | "persist" | "type" | "keys" | "hgetall" | "hlen" | "hkeys" | "hvals" => 2,
         "auth" | "mget" | "del" | "unlink" | "exists" | "scan" | "config" => -2,
@@ -191,7 +197,7 @@ pub fn dispatch(shared: &Shared, conn: &mut Conn, args: &[Vec<u8>]) -> Reply {
         multi::refused(conn);
         return wrong_args(&name);
     }
-    if !conn.authed && !matches!(name.as_str(), "auth" | "quit") {
+    if !conn.authed && !matches!(name.as_str(), "auth" | "quit" | "hello") {
         multi::refused(conn);
         return Reply::err("NOAUTH Authentication required.");
     }
@@ -233,6 +239,7 @@ fn run(shared: &Shared, conn: &mut Conn, tx: &mut Tx, name: &str, a: &[Vec<u8>])
             Ok(Reply::ok())
         }
         "auth" => auth(shared, conn, a),
+        "hello" => hello(shared, conn, a),
         "select" => {
             let i = parse_i64(arg(a, 0))?;
             if !(0..DATABASES as i64).contains(&i) {
@@ -260,6 +267,66 @@ fn run(shared: &Shared, conn: &mut Conn, tx: &mut Tx, name: &str, a: &[Vec<u8>])
         n if n.starts_with('z') => zsets::run(shared, tx, db, name, a),
         _ => keys::run(shared, tx, db, name, a),
     }
+}
+
+/// HELLO [protover [AUTH user pass] [SETNAME name]] (Redis 7.0's checks, in its order).
+fn hello(shared: &Shared, conn: &mut Conn, a: &[Vec<u8>]) -> CmdResult {
+    let mut ver = None;
+    if let Some(v) = a.first() {
+        let v = parse_int_strict(v).ok_or_else(|| {
+            CmdError::Other("Protocol version is not an integer or out of range".into())
+        })?;
+        if !(2..=3).contains(&v) {
+            return Ok(Reply::err("NOPROTO unsupported protocol version"));
+        }
+        ver = Some(v);
+    }
+    let mut j = 1;
+    while let Some(opt) = a.get(j) {
+        let more = a.len() - 1 - j;
+        if is_opt(opt, "AUTH") && more >= 2 {
+            let creds = [arg(a, j + 1).to_vec(), arg(a, j + 2).to_vec()];
+            match auth(shared, conn, &creds)? {
+                Reply::Error(e) => return Ok(Reply::Error(e)),
+                _ => j += 3,
+            }
+        } else if is_opt(opt, "SETNAME") && more >= 1 {
+            let name = arg(a, j + 1);
+            if name.iter().any(|&c| !(b'!'..=b'~').contains(&c)) {
+                return Err(CmdError::Other(
+                    "Client names cannot contain spaces, newlines or special characters.".into(),
+                ));
+            }
+            conn.name = Some(name.to_vec());
+            j += 2;
+        } else {
+            return Err(CmdError::Other(format!(
+                "Syntax error in HELLO option '{}'",
+                lossy(opt, 128)
+            )));
+        }
+    }
+    if !conn.authed {
+        return Ok(Reply::err(
+            "NOAUTH HELLO must be called with the client already authenticated, otherwise the \
+             HELLO AUTH <user> <pass> option can be used to authenticate the client and \
+             select the RESP protocol version at the same time",
+        ));
+    }
+    if let Some(v) = ver {
+        conn.resp3 = v == 3;
+    }
+    let field = |k: &str, v: Reply| (Reply::bulk(k), v);
+    Ok(Reply::Map(vec![
+        field("server", Reply::bulk("redis")),
+        // The Redis version whose replies this endpoint reproduces.
+        field("version", Reply::bulk("7.0.15")),
+        field("proto", Reply::Int(if conn.resp3 { 3 } else { 2 })),
+        field("id", Reply::Int(i64::try_from(conn.id).unwrap_or(i64::MAX))),
+        field("mode", Reply::bulk("standalone")),
+        field("role", Reply::bulk("master")),
+        field("modules", Reply::Array(vec![])),
+    ]))
 }
 
 fn auth(shared: &Shared, conn: &mut Conn, a: &[Vec<u8>]) -> CmdResult {
@@ -311,11 +378,10 @@ fn config(a: &[Vec<u8>]) -> CmdResult {
                         crate::glob::matches(&pat.to_ascii_lowercase(), name.as_bytes())
                     });
                 if hit {
-                    out.push(Reply::bulk(*name));
-                    out.push(Reply::bulk(value.clone()));
+                    out.push((Reply::bulk(*name), Reply::bulk(value.clone())));
                 }
             }
-            Ok(Reply::Array(out))
+            Ok(Reply::Map(out))
         }
         _ => Err(CmdError::Other(format!(
             "unknown subcommand '{}'. Try CONFIG HELP.",

@@ -9,6 +9,9 @@ use crate::tx::Tx;
 use rand::Rng;
 use std::collections::BTreeSet;
 
+/// Longest SRANDMEMBER reply with a negative count (Redis streams any length).
+const MAX_RANDOM_REPEATS: usize = 10_000_000;
+
 fn set_meta(tx: &Tx, db: u8, key: &[u8]) -> Result<Option<Meta>, CmdError> {
     typed_meta(tx, db, key, Type::Set)
 }
@@ -85,8 +88,9 @@ fn store(tx: &mut Tx, db: u8, dst: &[u8], items: BTreeSet<Vec<u8>>) -> CmdResult
     Ok(Reply::Int(n))
 }
 
+/// A set reply (`~` in RESP3).
 fn bulks(items: impl IntoIterator<Item = Vec<u8>>) -> Reply {
-    Reply::Array(items.into_iter().map(Reply::Bulk).collect())
+    Reply::Set(items.into_iter().map(Reply::Bulk).collect())
 }
 
 /// `n` members picked at random (reservoir sampling over one walk: O(size)
@@ -183,9 +187,17 @@ pub fn run(shared: &Shared, tx: &mut Tx, db: u8, name: &str, a: &[Vec<u8>]) -> C
             } else {
                 tx.consistent_reads();
             }
+            // RESP3: SPOP with a count replies a set, SRANDMEMBER an array.
+            let wrap = |items: Vec<Vec<u8>>| -> Reply {
+                if name == "spop" {
+                    bulks(items)
+                } else {
+                    Reply::Array(items.into_iter().map(Reply::Bulk).collect())
+                }
+            };
             let Some(mut m) = set_meta(tx, db, key)? else {
                 return Ok(if count.is_some() {
-                    Reply::Array(vec![])
+                    wrap(Vec::new())
                 } else {
                     Reply::Nil
                 });
@@ -194,7 +206,13 @@ pub fn run(shared: &Shared, tx: &mut Tx, db: u8, name: &str, a: &[Vec<u8>]) -> C
                 usize::try_from(c.unsigned_abs()).unwrap_or(usize::MAX)
             });
             let picked = if count.is_some_and(|c| c < 0) {
-                // SRANDMEMBER with a negative count: repeats allowed.
+                // SRANDMEMBER with a negative count: repeats allowed. The
+                // reply is built in memory, so its length is bounded.
+                if want > MAX_RANDOM_REPEATS {
+                    return Err(CmdError::Other(format!(
+                        "count is too large for this server (at most {MAX_RANDOM_REPEATS} with repeats)"
+                    )));
+                }
                 let all: Vec<Vec<u8>> = members(tx, db, key)?.into_iter().collect();
                 let mut rng = rand::thread_rng();
                 (0..want)
@@ -207,7 +225,7 @@ pub fn run(shared: &Shared, tx: &mut Tx, db: u8, name: &str, a: &[Vec<u8>]) -> C
                 remove(tx, db, key, &mut m, &picked)?;
             }
             Ok(match count {
-                Some(_) => bulks(picked),
+                Some(_) => wrap(picked),
                 None => Reply::opt_bulk(picked.into_iter().next()),
             })
         }

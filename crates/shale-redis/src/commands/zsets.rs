@@ -40,39 +40,8 @@ pub fn parse_float(b: &[u8]) -> Option<f64> {
     (!v.is_nan()).then_some(v)
 }
 
-/// A score as Redis 7.0 prints it (`%.17g`; `inf` / `-inf`).
-pub fn fmt_score(d: f64) -> String {
-    if d.is_infinite() {
-        return if d > 0.0 { "inf".into() } else { "-inf".into() };
-    }
-    if d == 0.0 {
-        return if d.is_sign_negative() {
-            "-0".into()
-        } else {
-            "0".into()
-        };
-    }
-    let sci = format!("{d:.16e}");
-    let (mant, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
-    let x: i32 = exp.parse().unwrap_or(0);
-    let trim = |s: &str| -> String {
-        if s.contains('.') {
-            s.trim_end_matches('0').trim_end_matches('.').to_string()
-        } else {
-            s.to_string()
-        }
-    };
-    if !(-4..17).contains(&x) {
-        let sign = if x < 0 { '-' } else { '+' };
-        format!("{}e{sign}{:02}", trim(mant), x.unsigned_abs())
-    } else {
-        let prec = usize::try_from(16 - x).unwrap_or(0);
-        trim(&format!("{d:.prec$}"))
-    }
-}
-
 fn score_reply(d: f64) -> Reply {
-    Reply::bulk(fmt_score(d))
+    Reply::Double(d)
 }
 
 /// The score of `member`, if present.
@@ -360,16 +329,19 @@ pub fn run(shared: &Shared, tx: &mut Tx, db: u8, name: &str, a: &[Vec<u8>]) -> C
                 popped.push((s, mem.to_vec()));
                 (popped.len() as i64) < count
             })?;
-            let mut out = Vec::with_capacity(popped.len() * 2);
+            let mut out = Vec::with_capacity(popped.len());
             for (s, mem) in &popped {
-                let exact = get_score(tx, db, key, &m, mem)?.unwrap_or(*s);
                 del_member(tx, db, key, &m, mem, *s);
-                out.push(Reply::bulk(mem.clone()));
-                out.push(score_reply(exact));
+                out.push((Reply::bulk(mem.clone()), score_reply(*s)));
             }
             let size = m.size.saturating_sub(popped.len() as u64);
             save(tx, db, key, &mut m, size);
-            Ok(Reply::Array(out))
+            // RESP3: (member, score) pairs with a count, one flat pair without.
+            Ok(if a.len() > 1 {
+                Reply::Pairs(out)
+            } else {
+                Reply::Array(out.into_iter().flat_map(|(k, v)| [k, v]).collect())
+            })
         }
         "zcount" | "zrange" | "zrangebyscore" | "zrevrange" | "zrevrangebyscore"
         | "zremrangebyscore" | "zremrangebyrank" => range::run(tx, db, name, a),
@@ -385,9 +357,10 @@ pub fn run(shared: &Shared, tx: &mut Tx, db: u8, name: &str, a: &[Vec<u8>]) -> C
             let opts = a.get(2..).unwrap_or_default();
             super::sets::scan_collection(shared, tx, db, &prefix, cursor, opts, 8, |f, _| {
                 let score = score_from_bytes(f).unwrap_or(0.0);
+                // ZSCAN replies scores as strings in RESP3 too.
                 vec![
                     Reply::bulk(f.get(8..).unwrap_or_default()),
-                    score_reply(score),
+                    Reply::bulk(crate::resp::format_double(score)),
                 ]
             })
         }

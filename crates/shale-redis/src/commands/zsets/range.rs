@@ -219,16 +219,15 @@ fn zrange(tx: &mut Tx, db: u8, name: &str, a: &[Vec<u8>]) -> CmdResult {
         return Ok(Reply::Array(vec![]));
     };
     let hits = select(tx, db, key, &m, &kind, rev, offset, limit)?;
-    let mut out = Vec::with_capacity(hits.len() * if withscores { 2 } else { 1 });
-    for (s, mem) in hits {
-        out.push(Reply::Bulk(mem.clone()));
-        if withscores {
-            // The index holds -0.0 as 0.0: the member record has the exact score.
-            let exact = super::get_score(tx, db, key, &m, &mem)?.unwrap_or(s);
-            out.push(score_reply(exact));
-        }
-    }
-    Ok(Reply::Array(out))
+    Ok(if withscores {
+        Reply::Pairs(
+            hits.into_iter()
+                .map(|(s, mem)| (Reply::Bulk(mem), score_reply(s)))
+                .collect(),
+        )
+    } else {
+        Reply::Array(hits.into_iter().map(|(_, mem)| Reply::Bulk(mem)).collect())
+    })
 }
 
 /// The (score, member) pairs of `kind`, in walk order, after `offset` and
