@@ -478,3 +478,66 @@ mod tests {
         assert_eq!(prefix_end(b"\xff\xff"), None);
     }
 }
+
+#[cfg(test)]
+mod encoding_tests {
+    #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn list_metadata_layout() {
+        let mut m = Meta::new(Type::List, 7);
+        m.size = 3;
+        m.head = -2;
+        m.tail = 1;
+        let e = m.encode();
+        assert_eq!(e.len(), META_LEN + 16);
+        assert_eq!(e[1], 2);
+        assert_eq!(&e[26..34], &(-2i64).to_be_bytes());
+        assert_eq!(&e[34..42], &1i64.to_be_bytes());
+        assert_eq!(Meta::decode(&e).unwrap(), m);
+        // A list record cut short is corruption, not a panic.
+        assert!(Meta::decode(&e[..30]).is_err());
+        for (ty, code) in [(Type::Set, 3u8), (Type::ZSet, 4)] {
+            let e = Meta::new(ty, 1).encode();
+            assert_eq!((e.len(), e[1]), (META_LEN, code));
+        }
+    }
+
+    #[test]
+    fn score_encoding_fixed_points() {
+        assert_eq!(score_bytes(0.0), score_bytes(-0.0));
+        assert_eq!(score_bytes(0.0), [0x80, 0, 0, 0, 0, 0, 0, 0]);
+        assert!(score_bytes(f64::NEG_INFINITY) < score_bytes(f64::MIN));
+        assert!(score_bytes(f64::MAX) < score_bytes(f64::INFINITY));
+        assert!(score_bytes(-f64::MIN_POSITIVE) < score_bytes(0.0));
+        for x in [f64::NEG_INFINITY, -1.5, 0.0, 1e-300, 3.25, f64::INFINITY] {
+            assert_eq!(score_from_bytes(&score_bytes(x)), Some(x));
+        }
+        assert_eq!(score_from_bytes(&[1, 2]), None);
+    }
+
+    #[test]
+    fn owner_of_record_keys() {
+        assert_eq!(owner_of(&meta_key(2, b"k")), Some((2, &b"k"[..])));
+        assert_eq!(owner_of(&sub_key(1, b"ab", 9, b"f")), Some((1, &b"ab"[..])));
+        assert_eq!(owner_of(&score_prefix(3, b"z", 9)), Some((3, &b"z"[..])));
+        assert_eq!(owner_of(b"S\x01\x00\x00\x00\x09ab"), None);
+        assert_eq!(owner_of(b"X\x01k"), None);
+    }
+
+    proptest! {
+        #[test]
+        fn score_bytes_order_is_numeric_order(a in any::<f64>(), b in any::<f64>()) {
+            prop_assume!(!a.is_nan() && !b.is_nan());
+            let (ea, eb) = (score_bytes(a), score_bytes(b));
+            prop_assert_eq!(a.partial_cmp(&b), Some(ea.cmp(&eb)));
+        }
+
+        #[test]
+        fn list_index_order_is_numeric_order(a in any::<i64>(), b in any::<i64>()) {
+            prop_assert_eq!(a.cmp(&b), list_index(a).cmp(&list_index(b)));
+        }
+    }
+}

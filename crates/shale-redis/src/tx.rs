@@ -363,3 +363,101 @@ fn step(it: &mut shaledb::DbIterator, reverse: bool) -> Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
+    use super::*;
+
+    fn store(dir: &std::path::Path) -> Store {
+        Store::open(shaledb::Db::open(dir, shaledb::Options::default()).unwrap()).unwrap()
+    }
+
+    fn walk(tx: &Tx, prefix: &[u8], start: Option<&[u8]>, reverse: bool) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        tx.scan(prefix, start, reverse, |k, v| {
+            out.push((
+                String::from_utf8_lossy(k).into_owned(),
+                String::from_utf8_lossy(v).into_owned(),
+            ));
+            true
+        })
+        .unwrap();
+        out
+    }
+
+    fn keys(v: &[(String, String)]) -> Vec<&str> {
+        v.iter().map(|(k, _)| k.as_str()).collect()
+    }
+
+    /// Buffered puts, deletes and range deletes merged with the engine, in
+    /// both directions and from a start key; then committed as one batch.
+    #[test]
+    fn scan_merges_buffer_with_engine_both_ways() {
+        let dir = tempfile::tempdir().unwrap();
+        let st = store(dir.path());
+        let mut t = Tx::new(&st);
+        for k in ["pa", "pc", "pe", "pg", "q1"] {
+            t.put(k.as_bytes().to_vec(), b"old".to_vec());
+        }
+        t.commit().unwrap();
+
+        let mut t = Tx::new(&st);
+        t.put(b"pb".to_vec(), b"new".to_vec()); // insert between engine keys
+        t.put(b"pc".to_vec(), b"new".to_vec()); // shadow an engine key
+        t.delete(b"pe".to_vec()); // hide an engine key
+        t.put(b"ph".to_vec(), b"new".to_vec()); // after the last engine key
+        let fwd = walk(&t, b"p", None, false);
+        assert_eq!(keys(&fwd), ["pa", "pb", "pc", "pg", "ph"]);
+        assert_eq!(fwd[2].1, "new");
+        let rev = walk(&t, b"p", None, true);
+        assert_eq!(keys(&rev), ["ph", "pg", "pc", "pb", "pa"]);
+        assert_eq!(
+            keys(&walk(&t, b"p", Some(b"pc"), false)),
+            ["pc", "pg", "ph"]
+        );
+        assert_eq!(keys(&walk(&t, b"p", Some(b"pd"), true)), ["pc", "pb", "pa"]);
+        assert_eq!(t.get(b"pe").unwrap(), None);
+        assert_eq!(t.get(b"pc").unwrap().unwrap(), b"new");
+
+        // A range delete hides engine keys; later puts in the range show.
+        t.delete_prefix(b"p");
+        assert!(walk(&t, b"p", None, false).is_empty());
+        t.put(b"pz".to_vec(), b"after".to_vec());
+        assert_eq!(keys(&walk(&t, b"p", None, true)), ["pz"]);
+        assert_eq!(t.get(b"pa").unwrap(), None);
+        assert_eq!(keys(&walk(&t, b"q", None, false)), ["q1"]);
+        t.commit().unwrap();
+
+        let t = Tx::new(&st);
+        assert_eq!(keys(&walk(&t, b"p", None, false)), ["pz"]);
+        assert_eq!(keys(&walk(&t, b"q", None, false)), ["q1"]);
+    }
+
+    /// rollback_to undoes puts, deletes and range deletes since the mark.
+    #[test]
+    fn rollback_to_mark_undoes_only_later_changes() {
+        let dir = tempfile::tempdir().unwrap();
+        let st = store(dir.path());
+        let mut t = Tx::new(&st);
+        t.put(b"a1".to_vec(), b"x".to_vec());
+        t.commit().unwrap();
+
+        let mut t = Tx::new(&st);
+        t.enable_undo();
+        t.put(b"a2".to_vec(), b"kept".to_vec());
+        let mark = t.mark();
+        t.put(b"a2".to_vec(), b"changed".to_vec());
+        t.put(b"a3".to_vec(), b"gone".to_vec());
+        t.delete(b"a1".to_vec());
+        t.delete_prefix(b"a");
+        assert!(walk(&t, b"a", None, false).is_empty());
+        t.rollback_to(mark);
+        let got = walk(&t, b"a", None, false);
+        assert_eq!(keys(&got), ["a1", "a2"]);
+        assert_eq!(got[1].1, "kept");
+        t.commit().unwrap();
+        let t = Tx::new(&st);
+        assert_eq!(keys(&walk(&t, b"a", None, false)), ["a1", "a2"]);
+    }
+}
