@@ -117,7 +117,7 @@ fn collection_command(r: &mut Rng, k: &str, v: &str) -> Vec<String> {
     let lr = r.pick(&["LEFT", "RIGHT"]);
     let lr2 = r.pick(&["LEFT", "RIGHT"]);
     let m = r.pick(&["a", "b", "c", "1", ""]);
-    match r.next() % 47 {
+    match r.next() % 50 {
         0 | 1 => s(&["LPUSH", k, v, m]),
         2 | 3 => s(&["RPUSH", k, m, v]),
         4 => s(&["LPUSHX", k, m]),
@@ -172,6 +172,19 @@ fn collection_command(r: &mut Rng, k: &str, v: &str) -> Vec<String> {
         44 => s(&["RENAME", k, k2]),
         45 => s(&["RENAMENX", k, k2]),
         46 => s(&["COPY", k, k2, "REPLACE"]),
+        47 => s(&[
+            "ZLEXCOUNT",
+            k,
+            r.pick(&["-", "[b", "(a"]),
+            r.pick(&["+", "[c", "(b"]),
+        ]),
+        48 => s(&[
+            "ZREMRANGEBYLEX",
+            k,
+            r.pick(&["-", "[b", "(a"]),
+            r.pick(&["+", "[c"]),
+        ]),
+        49 => s(&["ZRANGESTORE", k2, k, sc, sc2, "BYSCORE"]),
         _ => s(&[
             r.pick(&["ZREMRANGEBYSCORE", "ZREMRANGEBYRANK"]),
             k,

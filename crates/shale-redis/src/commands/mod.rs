@@ -145,7 +145,9 @@ fn arity(name: &str) -> Option<i32> {
         "zadd" | "zrange" | "zrangebyscore" | "zrevrange" | "zrevrangebyscore" => -4,
         "zrem" | "zmscore" | "zscan" => -3,
         "zscore" | "zrank" | "zrevrank" => 3,
-        "zincrby" | "zcount" | "zremrangebyscore" | "zremrangebyrank" => 4,
+        "zincrby" | "zcount" | "zremrangebyscore" | "zremrangebyrank" | "zlexcount"
+        | "zremrangebylex" => 4,
+        "zrangestore" => -5,
         "zcard" => 2,
         "zpopmin" | "zpopmax" => -2,
         _ => return None,

@@ -343,8 +343,10 @@ pub fn run(shared: &Shared, tx: &mut Tx, db: u8, name: &str, a: &[Vec<u8>]) -> C
                 Reply::Array(out.into_iter().flat_map(|(k, v)| [k, v]).collect())
             })
         }
-        "zcount" | "zrange" | "zrangebyscore" | "zrevrange" | "zrevrangebyscore"
-        | "zremrangebyscore" | "zremrangebyrank" => range::run(tx, db, name, a),
+        "zcount" | "zlexcount" | "zrange" | "zrangestore" | "zrangebyscore" | "zrevrange"
+        | "zrevrangebyscore" | "zremrangebyscore" | "zremrangebyrank" | "zremrangebylex" => {
+            range::run(tx, db, name, a)
+        }
         "zscan" => {
             let cursor = super::sets::parse_cursor(arg(a, 1))?;
             tx.consistent_reads();

@@ -1,7 +1,7 @@
 //! Range reads and removals over the score index: ZRANGE (rank, BYSCORE,
 //! BYLEX, REV, LIMIT, WITHSCORES), ZRANGEBYSCORE, ZREVRANGE[BYSCORE],
-//! ZCOUNT, ZREMRANGEBYSCORE / ZREMRANGEBYRANK, with Redis 7.0's parsing
-//! order and error strings.
+//! ZRANGESTORE, ZCOUNT, ZLEXCOUNT, ZREMRANGEBYSCORE / RANK / LEX, with
+//! Redis 7.0's parsing order and error strings.
 
 use super::{del_member, parse_float, save, score_reply, walk, zmeta};
 use crate::commands::{arg, is_opt, parse_i64, CmdError, CmdResult};
@@ -73,6 +73,52 @@ fn parse_lex(b: &[u8]) -> Option<Lex> {
     }
 }
 
+fn lex_range(min: &[u8], max: &[u8]) -> Result<(Lex, Lex), CmdError> {
+    match (parse_lex(min), parse_lex(max)) {
+        (Some(a), Some(b)) => Ok((a, b)),
+        _ => Err(CmdError::Other(
+            "min or max not valid string range item".into(),
+        )),
+    }
+}
+
+/// Redis's `zslIsInLexRange`: false when the range is empty by itself, or
+/// when the last member is below `min` or the first above `max`.
+fn lex_range_may_match(
+    tx: &Tx,
+    db: u8,
+    key: &[u8],
+    m: &crate::store::Meta,
+    min: &Lex,
+    max: &Lex,
+) -> Result<bool, CmdError> {
+    let rank = |l: &Lex| match l {
+        Lex::Min => 0,
+        Lex::Incl(_) | Lex::Excl(_) => 1,
+        Lex::Max => 2,
+    };
+    let cmp = match (min, max) {
+        (Lex::Incl(a) | Lex::Excl(a), Lex::Incl(b) | Lex::Excl(b)) => a.cmp(b),
+        _ => rank(min).cmp(&rank(max)),
+    };
+    let exclusive = matches!(min, Lex::Excl(_)) || matches!(max, Lex::Excl(_));
+    if cmp.is_gt() || (cmp.is_eq() && exclusive) {
+        return Ok(false);
+    }
+    let end = |rev: bool| -> Result<Option<Vec<u8>>, CmdError> {
+        let mut found = None;
+        walk(tx, db, key, m, rev, None, |_, mem| {
+            found = Some(mem.to_vec());
+            false
+        })?;
+        Ok(found)
+    };
+    let (Some(first), Some(last)) = (end(false)?, end(true)?) else {
+        return Ok(false);
+    };
+    Ok(lex_ge_min(&last, min) && lex_le_max(&first, max))
+}
+
 fn lex_ge_min(m: &[u8], min: &Lex) -> bool {
     match min {
         Lex::Min => true,
@@ -126,12 +172,26 @@ pub fn run(tx: &mut Tx, db: u8, name: &str, a: &[Vec<u8>]) -> CmdResult {
             })?;
             Ok(Reply::Int(n))
         }
-        "zremrangebyscore" | "zremrangebyrank" => {
-            let kind = if name == "zremrangebyscore" {
-                let (min, max) = score_range(arg(a, 1), arg(a, 2))?;
-                Kind::Score(min, max)
-            } else {
-                Kind::Rank(parse_i64(arg(a, 1))?, parse_i64(arg(a, 2))?)
+        "zlexcount" => {
+            let (min, max) = lex_range(arg(a, 1), arg(a, 2))?;
+            tx.consistent_reads();
+            let Some(m) = zmeta(tx, db, key)? else {
+                return Ok(Reply::Int(0));
+            };
+            let hits = select(tx, db, key, &m, &Kind::Lex(min, max), false, 0, -1)?;
+            Ok(Reply::Int(hits.len() as i64))
+        }
+        "zremrangebyscore" | "zremrangebyrank" | "zremrangebylex" => {
+            let kind = match name {
+                "zremrangebyscore" => {
+                    let (min, max) = score_range(arg(a, 1), arg(a, 2))?;
+                    Kind::Score(min, max)
+                }
+                "zremrangebylex" => {
+                    let (min, max) = lex_range(arg(a, 1), arg(a, 2))?;
+                    Kind::Lex(min, max)
+                }
+                _ => Kind::Rank(parse_i64(arg(a, 1))?, parse_i64(arg(a, 2))?),
             };
             tx.lock(db, [key]);
             let Some(mut m) = zmeta(tx, db, key)? else {
@@ -151,8 +211,16 @@ pub fn run(tx: &mut Tx, db: u8, name: &str, a: &[Vec<u8>]) -> CmdResult {
     }
 }
 
-/// ZRANGE and its older forms, following Redis 7.0's `zrangeGenericCommand`.
+/// ZRANGE and its older forms and ZRANGESTORE, following Redis 7.0's
+/// `zrangeGenericCommand`.
 fn zrange(tx: &mut Tx, db: u8, name: &str, a: &[Vec<u8>]) -> CmdResult {
+    // ZRANGESTORE dst src min max ...: the same arguments after `dst`.
+    let store = name == "zrangestore";
+    let (dst, a) = if store {
+        (arg(a, 0), a.get(1..).unwrap_or_default())
+    } else {
+        (&[][..], a)
+    };
     let key = arg(a, 0);
     let (mut rev, mut by) = match name {
         "zrangebyscore" => (Some(false), Some("score")),
@@ -164,7 +232,7 @@ fn zrange(tx: &mut Tx, db: u8, name: &str, a: &[Vec<u8>]) -> CmdResult {
     let mut j = 3;
     while let Some(o) = a.get(j) {
         let left = a.len() - j - 1;
-        if is_opt(o, "WITHSCORES") {
+        if !store && is_opt(o, "WITHSCORES") {
             withscores = true;
         } else if is_opt(o, "LIMIT") && left >= 2 {
             offset = parse_i64(arg(a, j + 1))?;
@@ -205,20 +273,36 @@ fn zrange(tx: &mut Tx, db: u8, name: &str, a: &[Vec<u8>]) -> CmdResult {
             let (min, max) = score_range(lo, hi)?;
             Kind::Score(min, max)
         }
-        _ => match (parse_lex(lo), parse_lex(hi)) {
-            (Some(min), Some(max)) => Kind::Lex(min, max),
-            _ => {
-                return Err(CmdError::Other(
-                    "min or max not valid string range item".into(),
-                ))
-            }
-        },
+        _ => {
+            let (min, max) = lex_range(lo, hi)?;
+            Kind::Lex(min, max)
+        }
     };
-    tx.consistent_reads();
+    if store {
+        tx.lock(db, [key, dst]);
+    } else {
+        tx.consistent_reads();
+    }
     let Some(m) = zmeta(tx, db, key)? else {
+        if store {
+            tx.delete_meta(db, dst);
+            return Ok(Reply::Int(0));
+        }
         return Ok(Reply::Array(vec![]));
     };
     let hits = select(tx, db, key, &m, &kind, rev, offset, limit)?;
+    if store {
+        tx.delete_meta(db, dst);
+        let n = hits.len();
+        if n > 0 {
+            let mut dm = crate::store::Meta::new(crate::store::Type::ZSet, tx.new_version());
+            for (s, mem) in &hits {
+                super::put_member(tx, db, dst, &dm, mem, None, *s);
+            }
+            save(tx, db, dst, &mut dm, n as u64);
+        }
+        return Ok(Reply::Int(n as i64));
+    }
     Ok(if withscores {
         Reply::Pairs(
             hits.into_iter()
@@ -272,7 +356,16 @@ fn select(
         }
         _ => None,
     };
+    if let Kind::Lex(min, max) = kind {
+        if !lex_range_may_match(tx, db, key, m, min, max)? {
+            return Ok(out);
+        }
+    }
     let mut skipped = 0;
+    // BYLEX: Redis walks from the chosen end to the first member on the
+    // near side of the range, then takes members until one is past the far
+    // side: with several scores (undefined in Redis) the same members come out.
+    let mut lex_started = false;
     walk(tx, db, key, m, rev, start.as_deref(), |s, mem| {
         let (inside, past) = match kind {
             Kind::Rank(..) => (true, false),
@@ -280,7 +373,18 @@ fn select(
                 let (lo_ok, hi_ok) = (above_min(s, *min), below_max(s, *max));
                 (lo_ok && hi_ok, if rev { !lo_ok } else { !hi_ok })
             }
-            Kind::Lex(min, max) => (lex_ge_min(mem, min) && lex_le_max(mem, max), false),
+            Kind::Lex(min, max) => {
+                let (near, far) = if rev {
+                    (lex_le_max(mem, max), lex_ge_min(mem, min))
+                } else {
+                    (lex_ge_min(mem, min), lex_le_max(mem, max))
+                };
+                if !lex_started && !near {
+                    return true;
+                }
+                lex_started = true;
+                (far, !far)
+            }
         };
         if past {
             return false;
