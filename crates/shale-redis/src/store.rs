@@ -352,15 +352,14 @@ impl Watches {
         }
     }
 
-    /// Marks every watcher of a key of `db` dirty (FLUSHDB).
-    pub fn touch_db(&self, db: u8) {
-        for ((d, _), list) in self.map.lock().iter() {
-            if *d == db {
-                for (_, f) in list {
-                    f.store(true, Ordering::SeqCst);
-                }
-            }
-        }
+    /// The watched keys of `db` (FLUSHDB touches those that exist).
+    pub fn keys_of_db(&self, db: u8) -> Vec<Vec<u8>> {
+        self.map
+            .lock()
+            .keys()
+            .filter(|(d, _)| *d == db)
+            .map(|(_, k)| k.clone())
+            .collect()
     }
 }
 

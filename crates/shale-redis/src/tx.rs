@@ -191,6 +191,17 @@ impl<'a> Tx<'a> {
         self.delete(meta_key(db, key));
     }
 
+    /// Deletes `key` if it is live; true if it was. A store command's
+    /// destination is dropped this way, so replacing a missing key writes
+    /// nothing and does not touch its watchers (Redis's `dbDelete` rule).
+    pub fn delete_if_live(&mut self, db: u8, key: &[u8]) -> Result<bool> {
+        if self.get_meta(db, key)?.is_none() {
+            return Ok(false);
+        }
+        self.delete_meta(db, key);
+        Ok(true)
+    }
+
     /// Deletes every key starting with `prefix`.
     pub fn delete_prefix(&mut self, prefix: &[u8]) {
         let end = prefix_end(prefix).unwrap_or_else(|| vec![0xff; prefix.len() + 1]);
@@ -321,6 +332,29 @@ impl<'a> Tx<'a> {
         if self.writes.is_empty() && self.ranges.is_empty() {
             return Ok(());
         }
+        let w = self.st.watches();
+        // FLUSHDB touches the watched keys of the db that existed before it
+        // (Redis's touchAllWatchedKeysInDb), read before the batch lands.
+        let mut flushed = Vec::new();
+        if w.any() {
+            for (begin, _) in &self.ranges {
+                if let (Some(&b'M'), Some(&db)) = (begin.first(), begin.get(1)) {
+                    for key in w.keys_of_db(db) {
+                        let live = match self.st.engine().get_opt(
+                            &ReadOptions::default(),
+                            self.st.cf(),
+                            &meta_key(db, &key),
+                        )? {
+                            Some(raw) => !Meta::decode(&raw)?.expired(self.now),
+                            None => false,
+                        };
+                        if live {
+                            flushed.push((db, key));
+                        }
+                    }
+                }
+            }
+        }
         let cf = self.st.cf();
         let mut b = WriteBatch::new();
         for (begin, end) in &self.ranges {
@@ -333,12 +367,9 @@ impl<'a> Tx<'a> {
             }
         }
         self.st.engine().write(&WriteOptions::default(), b)?;
-        let w = self.st.watches();
         if w.any() {
-            for (begin, _) in &self.ranges {
-                if let (Some(&b'M'), Some(&db)) = (begin.first(), begin.get(1)) {
-                    w.touch_db(db);
-                }
+            for (db, key) in &flushed {
+                w.touch(*db, key);
             }
             let mut last: Option<(u8, &[u8])> = None;
             for k in self.writes.keys() {

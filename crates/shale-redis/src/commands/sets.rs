@@ -75,7 +75,8 @@ fn remove(
 
 /// Replaces `dst` by a set holding `items` (deleted when empty).
 fn store(tx: &mut Tx, db: u8, dst: &[u8], items: BTreeSet<Vec<u8>>) -> CmdResult {
-    tx.delete_meta(db, dst);
+    // Replacing a missing key with an empty result writes nothing.
+    tx.delete_if_live(db, dst)?;
     let n = items.len() as i64;
     if n > 0 {
         let mut m = Meta::new(Type::Set, tx.new_version());

@@ -248,9 +248,12 @@ pub fn run(shared: &Shared, tx: &mut Tx, db: u8, name: &str, a: &[Vec<u8>]) -> C
                     "resulting score is not a number (NaN)".into(),
                 ));
             }
-            put_member(tx, db, key, &m, member, cur, new);
-            let size = m.size + u64::from(cur.is_none());
-            save(tx, db, key, &mut m, size);
+            // An unchanged score writes nothing (and touches no WATCH), as in Redis.
+            if cur != Some(new) {
+                put_member(tx, db, key, &m, member, cur, new);
+                let size = m.size + u64::from(cur.is_none());
+                save(tx, db, key, &mut m, size);
+            }
             Ok(score_reply(new))
         }
         "zrem" => {

@@ -285,14 +285,14 @@ fn zrange(tx: &mut Tx, db: u8, name: &str, a: &[Vec<u8>]) -> CmdResult {
     }
     let Some(m) = zmeta(tx, db, key)? else {
         if store {
-            tx.delete_meta(db, dst);
+            tx.delete_if_live(db, dst)?;
             return Ok(Reply::Int(0));
         }
         return Ok(Reply::Array(vec![]));
     };
     let hits = select(tx, db, key, &m, &kind, rev, offset, limit)?;
     if store {
-        tx.delete_meta(db, dst);
+        tx.delete_if_live(db, dst)?;
         let n = hits.len();
         if n > 0 {
             let mut dm = crate::store::Meta::new(crate::store::Type::ZSet, tx.new_version());
