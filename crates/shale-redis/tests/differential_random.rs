@@ -126,7 +126,7 @@ fn collection_command(r: &mut Rng, k: &str, v: &str) -> Vec<String> {
     let lr = r.pick(&["LEFT", "RIGHT"]);
     let lr2 = r.pick(&["LEFT", "RIGHT"]);
     let m = r.pick(&["a", "b", "c", "1", ""]);
-    match r.next() % 50 {
+    match r.next() % 51 {
         0 | 1 => s(&["LPUSH", k, v, m]),
         2 | 3 => s(&["RPUSH", k, m, v]),
         4 => s(&["LPUSHX", k, m]),
@@ -194,6 +194,16 @@ fn collection_command(r: &mut Rng, k: &str, v: &str) -> Vec<String> {
             r.pick(&["+", "[c"]),
         ]),
         49 => s(&["ZRANGESTORE", k2, k, sc, sc2, "BYSCORE"]),
+        50 => s(&[
+            r.pick(&["ZUNIONSTORE", "ZINTERSTORE", "ZDIFFSTORE"]),
+            k2,
+            "2",
+            k,
+            r.pick(KEYS),
+            r.pick(&["AGGREGATE", "WEIGHTS"]),
+            r.pick(&["MIN", "MAX", "2"]),
+            r.pick(&["-1", "SUM"]),
+        ]),
         _ => s(&[
             r.pick(&["ZREMRANGEBYSCORE", "ZREMRANGEBYRANK"]),
             k,

@@ -148,6 +148,7 @@ fn arity(name: &str) -> Option<i32> {
         "zincrby" | "zcount" | "zremrangebyscore" | "zremrangebyrank" | "zlexcount"
         | "zremrangebylex" => 4,
         "zrangestore" => -5,
+        "zunionstore" | "zinterstore" | "zdiffstore" => -4,
         "zcard" => 2,
         "zpopmin" | "zpopmax" => -2,
         _ => return None,

@@ -3,6 +3,7 @@
 //! and one `Z` index record per member, `score_bytes(score) | member`, so
 //! walking the index is walking in (score, member) order (docs/redis.md).
 
+mod algebra;
 mod range;
 
 use super::{arg, typed_meta, CmdError, CmdResult, Shared};
@@ -350,6 +351,7 @@ pub fn run(shared: &Shared, tx: &mut Tx, db: u8, name: &str, a: &[Vec<u8>]) -> C
         | "zrevrangebyscore" | "zremrangebyscore" | "zremrangebyrank" | "zremrangebylex" => {
             range::run(tx, db, name, a)
         }
+        "zunionstore" | "zinterstore" | "zdiffstore" => algebra::run(tx, db, name, a),
         "zscan" => {
             let cursor = super::sets::parse_cursor(arg(a, 1))?;
             tx.consistent_reads();
