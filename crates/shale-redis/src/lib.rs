@@ -1,14 +1,16 @@
 //! # shale-redis
 //!
-//! A Redis-protocol (RESP2) endpoint on the ShaleDB engine: strings and
-//! hashes stored Kvrocks-style (docs/redis.md), a thread-per-connection
-//! server, Redis's reply types and error strings.
+//! A Redis-protocol (RESP2 / RESP3) endpoint on the ShaleDB engine:
+//! strings, hashes, lists, sets and sorted sets stored Kvrocks-style
+//! (docs/redis.md), MULTI/EXEC/WATCH, a thread-per-connection server,
+//! Redis's reply types and error strings.
 
 pub mod commands;
 pub mod glob;
 pub mod resp;
 pub mod server;
 pub mod store;
+pub mod tx;
 
 /// Engine options for a Redis data set: values of 64 KiB or more go to
 /// value files (key-value separation), so strings and hash fields up to

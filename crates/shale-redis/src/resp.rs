@@ -1,4 +1,4 @@
-//! RESP2: an incremental request parser and a reply encoder.
+//! RESP: an incremental request parser and a RESP2 / RESP3 reply encoder.
 //!
 //! Requests are what Redis accepts from clients: a multibulk (`*N` then N
 //! `$len` bulk strings) or an inline command (a line split on blanks, with
@@ -223,16 +223,30 @@ pub fn split_args(line: &[u8]) -> Option<Vec<Vec<u8>>> {
     }
 }
 
-/// A reply.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A reply, encoded as RESP2 or RESP3 (after HELLO 3) by [`Reply::encode`].
+#[derive(Debug, Clone, PartialEq)]
 pub enum Reply {
     Simple(String),
     /// The full error line without the leading '-', e.g. `ERR syntax error`.
     Error(String),
     Int(i64),
     Bulk(Vec<u8>),
+    /// A missing value: `$-1` in RESP2, `_` in RESP3.
     Nil,
+    /// A missing array (EXEC aborted by WATCH, LPOP key count on no key):
+    /// `*-1` in RESP2, `_` in RESP3.
+    NilArray,
     Array(Vec<Reply>),
+    /// Key-value pairs: a flat array in RESP2, a map (`%`) in RESP3.
+    Map(Vec<(Reply, Reply)>),
+    /// Unordered members: an array in RESP2, a set (`~`) in RESP3.
+    Set(Vec<Reply>),
+    /// A double: a bulk string in RESP2 and a `,` double in RESP3, both
+    /// formatted like Redis 7.0 (`%.17g`, `inf`, `-inf`).
+    Double(f64),
+    /// (member, score) pairs of WITHSCORES: a flat array in RESP2, an array
+    /// of two-element arrays in RESP3.
+    Pairs(Vec<(Reply, Reply)>),
 }
 
 impl Reply {
@@ -249,25 +263,91 @@ impl Reply {
         b.map_or(Reply::Nil, Reply::Bulk)
     }
 
-    /// Appends the RESP2 encoding to `out`.
-    pub fn encode(&self, out: &mut Vec<u8>) {
+    /// Appends the encoding to `out`: RESP3 when `resp3`, else RESP2.
+    pub fn encode(&self, out: &mut Vec<u8>, resp3: bool) {
         match self {
             Reply::Simple(s) => line(out, b'+', s.as_bytes()),
             Reply::Error(s) => line(out, b'-', &sanitize(s)),
             Reply::Int(n) => line(out, b':', n.to_string().as_bytes()),
+            Reply::Nil | Reply::NilArray if resp3 => out.extend_from_slice(b"_\r\n"),
             Reply::Nil => out.extend_from_slice(b"$-1\r\n"),
-            Reply::Bulk(b) => {
-                line(out, b'$', b.len().to_string().as_bytes());
-                out.extend_from_slice(b);
-                out.extend_from_slice(b"\r\n");
-            }
+            Reply::NilArray => out.extend_from_slice(b"*-1\r\n"),
+            Reply::Bulk(b) => bulk(out, b),
             Reply::Array(items) => {
                 line(out, b'*', items.len().to_string().as_bytes());
                 for it in items {
-                    it.encode(out);
+                    it.encode(out, resp3);
+                }
+            }
+            Reply::Set(items) => {
+                let tag = if resp3 { b'~' } else { b'*' };
+                line(out, tag, items.len().to_string().as_bytes());
+                for it in items {
+                    it.encode(out, resp3);
+                }
+            }
+            Reply::Map(pairs) | Reply::Pairs(pairs) => {
+                let (tag, n) = match self {
+                    Reply::Map(_) if resp3 => (b'%', pairs.len()),
+                    _ if !resp3 => (b'*', pairs.len() * 2),
+                    _ => (b'*', pairs.len()),
+                };
+                line(out, tag, n.to_string().as_bytes());
+                let nested = resp3 && matches!(self, Reply::Pairs(_));
+                for (k, v) in pairs {
+                    if nested {
+                        out.extend_from_slice(b"*2\r\n");
+                    }
+                    k.encode(out, resp3);
+                    v.encode(out, resp3);
+                }
+            }
+            Reply::Double(d) => {
+                let text = format_double(*d);
+                if resp3 {
+                    line(out, b',', text.as_bytes());
+                } else {
+                    bulk(out, text.as_bytes());
                 }
             }
         }
+    }
+}
+
+fn bulk(out: &mut Vec<u8>, b: &[u8]) {
+    line(out, b'$', b.len().to_string().as_bytes());
+    out.extend_from_slice(b);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// A double as Redis 7.0 prints it (`%.17g`; `inf` / `-inf`).
+pub fn format_double(d: f64) -> String {
+    if d.is_infinite() {
+        return if d > 0.0 { "inf".into() } else { "-inf".into() };
+    }
+    if d == 0.0 {
+        return if d.is_sign_negative() {
+            "-0".into()
+        } else {
+            "0".into()
+        };
+    }
+    let sci = format!("{d:.16e}");
+    let (mant, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
+    let x: i32 = exp.parse().unwrap_or(0);
+    let trim = |s: &str| -> String {
+        if s.contains('.') {
+            s.trim_end_matches('0').trim_end_matches('.').to_string()
+        } else {
+            s.to_string()
+        }
+    };
+    if !(-4..17).contains(&x) {
+        let sign = if x < 0 { '-' } else { '+' };
+        format!("{}e{sign}{:02}", trim(mant), x.unsigned_abs())
+    } else {
+        let prec = usize::try_from(16 - x).unwrap_or(0);
+        trim(&format!("{d:.prec$}"))
     }
 }
 

@@ -80,6 +80,17 @@ fn connection(shared: &Shared, mut stream: TcpStream, stop: &AtomicBool) -> std:
     }
     stream.set_read_timeout(Some(POLL))?;
     let mut conn = Conn::new(shared);
+    let r = serve_connection(shared, &mut stream, &mut conn, stop);
+    conn.close(shared);
+    r
+}
+
+fn serve_connection(
+    shared: &Shared,
+    stream: &mut TcpStream,
+    conn: &mut Conn,
+    stop: &AtomicBool,
+) -> std::io::Result<()> {
     let mut buf: Vec<u8> = Vec::with_capacity(16 * 1024);
     let mut chunk = vec![0u8; 64 * 1024];
     let mut out = Vec::with_capacity(16 * 1024);
@@ -107,14 +118,14 @@ fn connection(shared: &Shared, mut stream: TcpStream, stop: &AtomicBool) -> std:
                     if args.is_empty() {
                         continue; // empty inline line or *0: no reply, like Redis
                     }
-                    dispatch(shared, &mut conn, &args).encode(&mut out);
+                    dispatch(shared, conn, &args).encode(&mut out, conn.resp3);
                     if conn.quit {
                         close = true;
                         break;
                     }
                 }
                 Err(e) => {
-                    Reply::err(format!("ERR Protocol error: {e}")).encode(&mut out);
+                    Reply::err(format!("ERR Protocol error: {e}")).encode(&mut out, conn.resp3);
                     close = true;
                     break;
                 }

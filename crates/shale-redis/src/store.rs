@@ -2,9 +2,11 @@
 //! hash-field sub-records, lazy expiry, versions.
 
 use parking_lot::{Mutex, MutexGuard};
-use shaledb::{CfId, Db, ReadOptions, WriteBatch, WriteOptions};
-use std::collections::BTreeSet;
+use shaledb::{CfId, Db};
+use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::AtomicBool;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 use thiserror::Error;
 
@@ -45,6 +47,9 @@ pub type Result<T> = std::result::Result<T, StoreError>;
 pub enum Type {
     String,
     Hash,
+    List,
+    Set,
+    ZSet,
 }
 
 impl Type {
@@ -52,6 +57,19 @@ impl Type {
         match self {
             Type::String => "string",
             Type::Hash => "hash",
+            Type::List => "list",
+            Type::Set => "set",
+            Type::ZSet => "zset",
+        }
+    }
+
+    fn code(self) -> u8 {
+        match self {
+            Type::String => 0,
+            Type::Hash => 1,
+            Type::List => 2,
+            Type::Set => 3,
+            Type::ZSet => 4,
         }
     }
 }
@@ -63,25 +81,44 @@ pub struct Meta {
     pub version: u64,
     /// ms since the epoch; 0 = none.
     pub expire_at: u64,
-    /// String length or hash field count.
+    /// String length, or element count of a collection.
     pub size: u64,
     /// Strings only.
     pub value: Vec<u8>,
+    /// Lists only: index of the first element and one past the last
+    /// (`tail - head == size`; elements are contiguous).
+    pub head: i64,
+    pub tail: i64,
 }
 
 impl Meta {
+    /// An empty collection (or empty string) of type `ty` at `version`.
+    pub fn new(ty: Type, version: u64) -> Meta {
+        Meta {
+            ty,
+            version,
+            expire_at: 0,
+            size: 0,
+            value: Vec::new(),
+            head: 0,
+            tail: 0,
+        }
+    }
+
     pub fn encode(&self) -> Vec<u8> {
         let mut v = Vec::with_capacity(META_LEN + self.value.len());
         v.push(FORMAT);
-        v.push(match self.ty {
-            Type::String => 0,
-            Type::Hash => 1,
-        });
+        v.push(self.ty.code());
         v.extend_from_slice(&self.version.to_be_bytes());
         v.extend_from_slice(&self.expire_at.to_be_bytes());
         v.extend_from_slice(&self.size.to_be_bytes());
-        if self.ty == Type::String {
-            v.extend_from_slice(&self.value);
+        match self.ty {
+            Type::String => v.extend_from_slice(&self.value),
+            Type::List => {
+                v.extend_from_slice(&self.head.to_be_bytes());
+                v.extend_from_slice(&self.tail.to_be_bytes());
+            }
+            _ => {}
         }
         v
     }
@@ -99,6 +136,9 @@ impl Meta {
         let ty = match b.get(1) {
             Some(0) => Type::String,
             Some(1) => Type::Hash,
+            Some(2) => Type::List,
+            Some(3) => Type::Set,
+            Some(4) => Type::ZSet,
             _ => return Err(StoreError::Corrupt("unknown type")),
         };
         let value = if ty == Type::String {
@@ -106,12 +146,22 @@ impl Meta {
         } else {
             Vec::new()
         };
+        let (head, tail) = if ty == Type::List {
+            (
+                i64::from_be_bytes(u64_at(META_LEN)?.to_be_bytes()),
+                i64::from_be_bytes(u64_at(META_LEN + 8)?.to_be_bytes()),
+            )
+        } else {
+            (0, 0)
+        };
         Ok(Meta {
             ty,
             version: u64_at(2)?,
             expire_at: u64_at(10)?,
             size: u64_at(18)?,
             value,
+            head,
+            tail,
         })
     }
 
@@ -154,7 +204,7 @@ pub fn sub_key(db: u8, key: &[u8], version: u64, field: &[u8]) -> Vec<u8> {
 }
 
 /// The first key after every key starting with `prefix` (None: no bound).
-fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
+pub fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
     let mut e = prefix.to_vec();
     while let Some(last) = e.pop() {
         if last < 0xff {
@@ -172,6 +222,7 @@ pub struct Store {
     /// Key-striped write locks (see [`Store::lock_keys`]).
     stripes: Vec<Mutex<()>>,
     last_version: AtomicU64,
+    watches: Watches,
 }
 
 impl Store {
@@ -187,6 +238,7 @@ impl Store {
             cf,
             stripes: (0..STRIPES).map(|_| Mutex::new(())).collect(),
             last_version: AtomicU64::new(0),
+            watches: Watches::default(),
         })
     }
 
@@ -213,20 +265,6 @@ impl Store {
         KeyLocks(self.stripes.iter().map(|m| m.lock()).collect())
     }
 
-    /// Read options at a fresh snapshot (several reads of one command agree).
-    pub fn snapshot(&self) -> ReadOptions {
-        ReadOptions {
-            snapshot: Some(self.db.snapshot()),
-            ..ReadOptions::default()
-        }
-    }
-
-    /// Read options for the latest state: for a single read, or for reads
-    /// under [`Store::lock`] (every writer holds it, so nothing moves).
-    pub fn latest(&self) -> ReadOptions {
-        ReadOptions::default()
-    }
-
     /// A version greater than every one handed out before (by this process,
     /// and by earlier ones while the clock does not go back).
     pub fn new_version(&self) -> u64 {
@@ -248,134 +286,140 @@ impl Store {
         }
     }
 
-    /// The live metadata of `key` (None when absent or expired).
-    pub fn get_meta(&self, ro: &ReadOptions, db: u8, key: &[u8]) -> Result<Option<Meta>> {
-        let Some(raw) = self.db.get_opt(ro, self.cf, &meta_key(db, key))? else {
-            return Ok(None);
-        };
-        let m = Meta::decode(&raw)?;
-        Ok(if m.expired(now_ms()) { None } else { Some(m) })
+    /// The engine column family holding every record.
+    pub fn cf(&self) -> CfId {
+        self.cf
     }
 
-    pub fn batch_put_meta(&self, b: &mut WriteBatch, db: u8, key: &[u8], m: &Meta) {
-        b.put_cf(self.cf, &meta_key(db, key), &m.encode());
+    /// The WATCH registry (see `commands/multi.rs`).
+    pub fn watches(&self) -> &Watches {
+        &self.watches
     }
+}
 
-    pub fn batch_delete_meta(&self, b: &mut WriteBatch, db: u8, key: &[u8]) {
-        b.delete_cf(self.cf, &meta_key(db, key));
-    }
+/// Who WATCHes which key: `(db, key)` -> the dirty flags of the watching
+/// connections. A committed write to a key sets its watchers' flags (under
+/// the key's lock, before the lock is released), so EXEC, which checks its
+/// flag under every lock, sees every write that happened since WATCH.
+/// A watching connection: its id and its dirty flag.
+type Watcher = (u64, Arc<AtomicBool>);
+/// A key of one logical database.
+pub type DbKey = (u8, Vec<u8>);
 
-    pub fn batch_put_field(&self, b: &mut WriteBatch, sub: &[u8], value: &[u8]) {
-        b.put_cf(self.cf, sub, value);
-    }
+#[derive(Default)]
+pub struct Watches {
+    /// Number of watched (db, key, client) entries: writes skip the map when 0.
+    count: AtomicU64,
+    map: Mutex<HashMap<DbKey, Vec<Watcher>>>,
+}
 
-    pub fn batch_delete_field(&self, b: &mut WriteBatch, sub: &[u8]) {
-        b.delete_cf(self.cf, sub);
-    }
-
-    pub fn write(&self, b: WriteBatch) -> Result<()> {
-        if b.is_empty() {
-            return Ok(());
+impl Watches {
+    pub fn watch(&self, db: u8, key: &[u8], client: u64, flag: &Arc<AtomicBool>) {
+        let mut m = self.map.lock();
+        let list = m.entry((db, key.to_vec())).or_default();
+        if !list.iter().any(|(c, _)| *c == client) {
+            list.push((client, flag.clone()));
+            self.count.fetch_add(1, Ordering::SeqCst);
         }
-        self.db.write(&WriteOptions::default(), b)?;
-        Ok(())
     }
 
-    /// One hash field's value.
-    pub fn get_field(&self, ro: &ReadOptions, sub: &[u8]) -> Result<Option<Vec<u8>>> {
-        Ok(self.db.get_opt(ro, self.cf, sub)?)
-    }
-
-    /// All (field, value) pairs of the hash `key` at `version`, in field order.
-    pub fn fields(
-        &self,
-        ro: &ReadOptions,
-        db: u8,
-        key: &[u8],
-        version: u64,
-    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        let prefix = sub_prefix(db, key, version);
-        let mut out = Vec::new();
-        self.scan_prefix(ro, &prefix, None, |k, v| {
-            out.push((
-                k.get(prefix.len()..).unwrap_or_default().to_vec(),
-                v.to_vec(),
-            ));
-            true
-        })?;
-        Ok(out)
-    }
-
-    /// Calls `f(key, value)` for the keys starting with `prefix`, from
-    /// `start` (inclusive) or the prefix's start, until `f` returns false.
-    pub fn scan_prefix(
-        &self,
-        ro: &ReadOptions,
-        prefix: &[u8],
-        start: Option<&[u8]>,
-        mut f: impl FnMut(&[u8], &[u8]) -> bool,
-    ) -> Result<()> {
-        let opts = ReadOptions {
-            snapshot: ro.snapshot.clone(),
-            lower_bound: Some(prefix.to_vec()),
-            upper_bound: prefix_end(prefix),
-        };
-        let mut it = self.db.iter_cf(&opts, self.cf)?;
-        match start {
-            Some(s) => it.seek(s)?,
-            None => it.seek(prefix)?,
-        }
-        while it.valid() {
-            if !f(it.key(), it.value()) {
-                break;
-            }
-            it.next()?;
-        }
-        if let Some(e) = it.status() {
-            return Err(e.clone().into());
-        }
-        Ok(())
-    }
-
-    /// Live keys of `db` from `start` (a user key, inclusive): calls
-    /// `f(key, meta)` until it returns false.
-    pub fn scan_keys(
-        &self,
-        ro: &ReadOptions,
-        db: u8,
-        start: Option<&[u8]>,
-        mut f: impl FnMut(&[u8], &Meta) -> bool,
-    ) -> Result<()> {
-        let prefix = [b'M', db];
-        let start_key = start.map(|s| meta_key(db, s));
-        let now = now_ms();
-        let mut err = None;
-        self.scan_prefix(
-            ro,
-            &prefix,
-            start_key.as_deref(),
-            |k, v| match Meta::decode(v) {
-                Ok(m) if m.expired(now) => true,
-                Ok(m) => f(k.get(2..).unwrap_or_default(), &m),
-                Err(e) => {
-                    err = Some(e);
-                    false
+    /// Removes `client` from the watchers of `keys`.
+    pub fn unwatch(&self, client: u64, keys: &[DbKey]) {
+        let mut m = self.map.lock();
+        for k in keys {
+            if let Some(list) = m.get_mut(k) {
+                let before = list.len();
+                list.retain(|(c, _)| *c != client);
+                let gone = (before - list.len()) as u64;
+                self.count.fetch_sub(gone, Ordering::SeqCst);
+                if list.is_empty() {
+                    m.remove(k);
                 }
-            },
-        )?;
-        err.map_or(Ok(()), Err)
+            }
+        }
     }
 
-    /// Drops every key of `db`: two range deletes in one batch.
-    pub fn flush_db(&self, db: u8) -> Result<()> {
-        let mut b = WriteBatch::new();
-        for tag in [b'M', b'S'] {
-            let begin = [tag, db];
-            let end = prefix_end(&begin).unwrap_or_else(|| vec![tag + 1]);
-            b.delete_range_cf(self.cf, &begin, &end);
-        }
-        self.write(b)
+    pub fn any(&self) -> bool {
+        self.count.load(Ordering::SeqCst) > 0
     }
+
+    /// Marks the watchers of `(db, key)` dirty.
+    pub fn touch(&self, db: u8, key: &[u8]) {
+        if let Some(list) = self.map.lock().get(&(db, key.to_vec())) {
+            for (_, f) in list {
+                f.store(true, Ordering::SeqCst);
+            }
+        }
+    }
+
+    /// The watched keys of `db` (FLUSHDB touches those that exist).
+    pub fn keys_of_db(&self, db: u8) -> Vec<Vec<u8>> {
+        self.map
+            .lock()
+            .keys()
+            .filter(|(d, _)| *d == db)
+            .map(|(_, k)| k.clone())
+            .collect()
+    }
+}
+
+/// The user key a record key belongs to: `M|db|key`, or
+/// `S|db|keylen|key|...` / `Z|db|keylen|key|...`.
+pub fn owner_of(record: &[u8]) -> Option<(u8, &[u8])> {
+    let (&tag, rest) = record.split_first()?;
+    let (&db, rest) = rest.split_first()?;
+    match tag {
+        b'M' => Some((db, rest)),
+        b'S' | b'Z' => {
+            let mut n = [0u8; 4];
+            n.copy_from_slice(rest.get(..4)?);
+            let len = usize::try_from(u32::from_be_bytes(n)).ok()?;
+            Some((db, rest.get(4..4 + len)?))
+        }
+        _ => None,
+    }
+}
+
+/// A list position as a sub-record suffix: the i64 with its sign bit
+/// flipped, big-endian, so byte order is numeric order.
+pub fn list_index(i: i64) -> [u8; 8] {
+    let mut b = i.to_be_bytes();
+    if let Some(first) = b.first_mut() {
+        *first ^= 0x80;
+    }
+    b
+}
+
+/// A score as a memcomparable 8-byte string: byte order is numeric order,
+/// -inf first, +inf last; -0.0 is encoded as 0.0 (Redis treats them as
+/// equal). NaN never reaches here (ZADD refuses it).
+pub fn score_bytes(f: f64) -> [u8; 8] {
+    let f = if f == 0.0 { 0.0 } else { f };
+    let bits = f.to_bits();
+    let m = if bits >> 63 == 1 {
+        !bits
+    } else {
+        bits | (1 << 63)
+    };
+    m.to_be_bytes()
+}
+
+/// Inverse of [`score_bytes`].
+pub fn score_from_bytes(b: &[u8]) -> Option<f64> {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(b.get(..8)?);
+    let m = u64::from_be_bytes(a);
+    let bits = if m >> 63 == 1 { m & !(1 << 63) } else { !m };
+    Some(f64::from_bits(bits))
+}
+
+/// `Z | db | keylen | key | version`: the prefix of a sorted set's score index.
+pub fn score_prefix(db: u8, key: &[u8], version: u64) -> Vec<u8> {
+    let mut k = sub_prefix(db, key, version);
+    if let Some(first) = k.first_mut() {
+        *first = b'Z';
+    }
+    k
 }
 
 #[cfg(test)]
@@ -390,6 +434,8 @@ mod tests {
             expire_at: 0x1112_1314_1516_1718,
             size: 3,
             value: b"abc".to_vec(),
+            head: 0,
+            tail: 0,
         };
         let e = m.encode();
         let mut want = vec![1u8, 0];
@@ -405,6 +451,8 @@ mod tests {
             expire_at: 0,
             size: 2,
             value: Vec::new(),
+            head: 0,
+            tail: 0,
         };
         assert_eq!(h.encode().len(), META_LEN);
         assert_eq!(Meta::decode(&h.encode()).ok(), Some(h));
@@ -427,5 +475,68 @@ mod tests {
         );
         assert_eq!(prefix_end(b"M\x03"), Some(b"M\x04".to_vec()));
         assert_eq!(prefix_end(b"\xff\xff"), None);
+    }
+}
+
+#[cfg(test)]
+mod encoding_tests {
+    #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn list_metadata_layout() {
+        let mut m = Meta::new(Type::List, 7);
+        m.size = 3;
+        m.head = -2;
+        m.tail = 1;
+        let e = m.encode();
+        assert_eq!(e.len(), META_LEN + 16);
+        assert_eq!(e[1], 2);
+        assert_eq!(&e[26..34], &(-2i64).to_be_bytes());
+        assert_eq!(&e[34..42], &1i64.to_be_bytes());
+        assert_eq!(Meta::decode(&e).unwrap(), m);
+        // A list record cut short is corruption, not a panic.
+        assert!(Meta::decode(&e[..30]).is_err());
+        for (ty, code) in [(Type::Set, 3u8), (Type::ZSet, 4)] {
+            let e = Meta::new(ty, 1).encode();
+            assert_eq!((e.len(), e[1]), (META_LEN, code));
+        }
+    }
+
+    #[test]
+    fn score_encoding_fixed_points() {
+        assert_eq!(score_bytes(0.0), score_bytes(-0.0));
+        assert_eq!(score_bytes(0.0), [0x80, 0, 0, 0, 0, 0, 0, 0]);
+        assert!(score_bytes(f64::NEG_INFINITY) < score_bytes(f64::MIN));
+        assert!(score_bytes(f64::MAX) < score_bytes(f64::INFINITY));
+        assert!(score_bytes(-f64::MIN_POSITIVE) < score_bytes(0.0));
+        for x in [f64::NEG_INFINITY, -1.5, 0.0, 1e-300, 3.25, f64::INFINITY] {
+            assert_eq!(score_from_bytes(&score_bytes(x)), Some(x));
+        }
+        assert_eq!(score_from_bytes(&[1, 2]), None);
+    }
+
+    #[test]
+    fn owner_of_record_keys() {
+        assert_eq!(owner_of(&meta_key(2, b"k")), Some((2, &b"k"[..])));
+        assert_eq!(owner_of(&sub_key(1, b"ab", 9, b"f")), Some((1, &b"ab"[..])));
+        assert_eq!(owner_of(&score_prefix(3, b"z", 9)), Some((3, &b"z"[..])));
+        assert_eq!(owner_of(b"S\x01\x00\x00\x00\x09ab"), None);
+        assert_eq!(owner_of(b"X\x01k"), None);
+    }
+
+    proptest! {
+        #[test]
+        fn score_bytes_order_is_numeric_order(a in any::<f64>(), b in any::<f64>()) {
+            prop_assume!(!a.is_nan() && !b.is_nan());
+            let (ea, eb) = (score_bytes(a), score_bytes(b));
+            prop_assert_eq!(a.partial_cmp(&b), Some(ea.cmp(&eb)));
+        }
+
+        #[test]
+        fn list_index_order_is_numeric_order(a in any::<i64>(), b in any::<i64>()) {
+            prop_assert_eq!(a.cmp(&b), list_index(a).cmp(&list_index(b)));
+        }
     }
 }

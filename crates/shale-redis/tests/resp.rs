@@ -175,7 +175,7 @@ fn encoder() {
         Reply::Nil,
         Reply::Array(vec![]),
     ])
-    .encode(&mut out);
+    .encode(&mut out, false);
     assert_eq!(
         out,
         b"*6\r\n+OK\r\n-ERR bad  thing\r\n:-3\r\n$2\r\nhi\r\n$-1\r\n*0\r\n"
@@ -213,5 +213,64 @@ proptest! {
         for n in 0..buf.len() {
             prop_assert_eq!(parse_request(&buf[..n]).unwrap(), Parsed::Incomplete);
         }
+    }
+}
+
+/// Doubles print like C's `%.17g` (what Redis 7.0 sends), in RESP2 as bulk
+/// strings and in RESP3 as `,` lines.
+#[test]
+fn doubles_print_like_redis_7_0() {
+    use shale_redis::resp::format_double;
+    for (x, want) in [
+        (1.1, "1.1000000000000001"),
+        (100.0, "100"),
+        (0.5, "0.5"),
+        (-2.5, "-2.5"),
+        (1e17, "1e+17"),
+        (1e16, "10000000000000000"),
+        (0.0001, "0.0001"),
+        (0.00001, "1.0000000000000001e-05"),
+        (123456789012345678.0, "1.2345678901234568e+17"),
+        (f64::INFINITY, "inf"),
+        (f64::NEG_INFINITY, "-inf"),
+        (0.0, "0"),
+    ] {
+        assert_eq!(format_double(x), want, "{x}");
+    }
+    let mut out = Vec::new();
+    Reply::Double(1.5).encode(&mut out, false);
+    Reply::Double(1.5).encode(&mut out, true);
+    assert_eq!(out, b"$3\r\n1.5\r\n,1.5\r\n");
+}
+
+/// RESP3 aggregates and their RESP2 fallbacks.
+#[test]
+fn resp3_types_and_resp2_fallbacks() {
+    let pairs = vec![(Reply::bulk("m"), Reply::Double(2.0))];
+    let cases = [
+        (Reply::Nil, "$-1\r\n", "_\r\n"),
+        (Reply::NilArray, "*-1\r\n", "_\r\n"),
+        (
+            Reply::Map(vec![(Reply::bulk("k"), Reply::Int(1))]),
+            "*2\r\n$1\r\nk\r\n:1\r\n",
+            "%1\r\n$1\r\nk\r\n:1\r\n",
+        ),
+        (
+            Reply::Set(vec![Reply::bulk("a")]),
+            "*1\r\n$1\r\na\r\n",
+            "~1\r\n$1\r\na\r\n",
+        ),
+        (
+            Reply::Pairs(pairs),
+            "*2\r\n$1\r\nm\r\n$1\r\n2\r\n",
+            "*1\r\n*2\r\n$1\r\nm\r\n,2\r\n",
+        ),
+    ];
+    for (r, two, three) in cases {
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        r.encode(&mut a, false);
+        r.encode(&mut b, true);
+        assert_eq!(String::from_utf8(a).unwrap(), two, "{r:?}");
+        assert_eq!(String::from_utf8(b).unwrap(), three, "{r:?}");
     }
 }

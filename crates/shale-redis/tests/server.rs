@@ -263,3 +263,22 @@ fn data_survives_restart_and_kill_9() {
     assert_eq!(cli(s.port, &["get", "counter"]), "300");
     assert_eq!(cli(s.port, &["get", "s"]), "v1");
 }
+
+/// SRANDMEMBER with a negative count builds its reply in memory: a huge
+/// count is refused instead of exhausting memory (Redis streams it).
+#[test]
+fn srandmember_negative_count_is_bounded() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = start_shale(dir.path());
+    let mut c = Raw::connect(s.port);
+    assert_eq!(c.call(&["AUTH", PW]), "+OK\r\n");
+    assert_eq!(c.call(&["SADD", "s", "a"]), ":1\r\n");
+    assert_eq!(
+        c.call(&["SRANDMEMBER", "s", "-3"]),
+        "*3\r\n$1\r\na\r\n$1\r\na\r\n$1\r\na\r\n"
+    );
+    assert!(c
+        .call(&["SRANDMEMBER", "s", "-9223372036854775807"])
+        .starts_with("-ERR count is too large"));
+    assert_eq!(c.call(&["PING"]), "+PONG\r\n");
+}

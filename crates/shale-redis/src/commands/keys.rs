@@ -3,9 +3,9 @@
 use super::{arg, is_opt, parse_i64, CmdError, CmdResult, Shared};
 use crate::glob;
 use crate::resp::Reply;
-use crate::store::{now_ms, Store, DATABASES};
+use crate::store::DATABASES;
+use crate::tx::Tx;
 use parking_lot::Mutex;
-use shaledb::WriteBatch;
 use std::collections::{HashMap, VecDeque};
 
 /// SCAN cursors: an id handed to the client -> the next key to visit.
@@ -25,7 +25,7 @@ struct Cursors {
 const MAX_CURSORS: usize = 10_000;
 
 impl CursorTable {
-    fn save(&self, db: u8, next_key: Vec<u8>) -> u64 {
+    pub(crate) fn save(&self, db: u8, next_key: Vec<u8>) -> u64 {
         let mut c = self.inner.lock();
         c.next_id += 1;
         let id = c.next_id;
@@ -39,7 +39,7 @@ impl CursorTable {
         id
     }
 
-    fn take(&self, db: u8, id: u64) -> Option<Vec<u8>> {
+    pub(crate) fn take(&self, db: u8, id: u64) -> Option<Vec<u8>> {
         let mut c = self.inner.lock();
         match c.map.remove(&id) {
             Some((d, k)) if d == db => Some(k),
@@ -48,46 +48,39 @@ impl CursorTable {
     }
 }
 
-pub fn run(shared: &Shared, db: u8, name: &str, a: &[Vec<u8>]) -> CmdResult {
-    let st = &shared.store;
+pub fn run(shared: &Shared, tx: &mut Tx, db: u8, name: &str, a: &[Vec<u8>]) -> CmdResult {
     let key = arg(a, 0);
     match name {
         "del" | "unlink" => {
-            let _g = st.lock_keys(db, a.iter().map(|k| k.as_slice()));
-            let ro = st.latest();
-            let mut b = WriteBatch::new();
+            tx.lock(db, a.iter().map(|k| k.as_slice()));
             let mut n = 0;
-            let mut seen = std::collections::HashSet::new();
             for k in a {
-                if seen.insert(k.as_slice()) && st.get_meta(&ro, db, k)?.is_some() {
-                    st.batch_delete_meta(&mut b, db, k);
+                if tx.get_meta(db, k)?.is_some() {
+                    tx.delete_meta(db, k);
                     n += 1;
                 }
             }
-            st.write(b)?;
             Ok(Reply::Int(n))
         }
         "exists" => {
-            let ro = st.snapshot();
+            tx.consistent_reads();
             let mut n = 0;
             for k in a {
-                n += st.get_meta(&ro, db, k)?.is_some() as i64;
+                n += tx.get_meta(db, k)?.is_some() as i64;
             }
             Ok(Reply::Int(n))
         }
         "type" => Ok(Reply::Simple(
-            st.get_meta(&st.latest(), db, key)?
-                .map_or("none", |m| m.ty.name())
-                .into(),
+            tx.get_meta(db, key)?.map_or("none", |m| m.ty.name()).into(),
         )),
         "ttl" | "pttl" => {
-            let Some(m) = st.get_meta(&st.latest(), db, key)? else {
+            let Some(m) = tx.get_meta(db, key)? else {
                 return Ok(Reply::Int(-2));
             };
             if m.expire_at == 0 {
                 return Ok(Reply::Int(-1));
             }
-            let left = m.expire_at.saturating_sub(now_ms()) as i64;
+            let left = m.expire_at.saturating_sub(tx.now()) as i64;
             Ok(Reply::Int(if name == "ttl" {
                 (left + 500) / 1000
             } else {
@@ -95,25 +88,24 @@ pub fn run(shared: &Shared, db: u8, name: &str, a: &[Vec<u8>]) -> CmdResult {
             }))
         }
         "persist" => {
-            let _g = st.lock_keys(db, [key]);
-            match st.get_meta(&st.latest(), db, key)? {
+            tx.lock(db, [key]);
+            match tx.get_meta(db, key)? {
                 Some(mut m) if m.expire_at != 0 => {
                     m.expire_at = 0;
-                    let mut b = WriteBatch::new();
-                    st.batch_put_meta(&mut b, db, key, &m);
-                    st.write(b)?;
+                    tx.put_meta(db, key, &m);
                     Ok(Reply::Int(1))
                 }
                 _ => Ok(Reply::Int(0)),
             }
         }
-        "expire" => expire(st, db, "expire", a),
-        "pexpire" => expire(st, db, "pexpire", a),
-        "expireat" => expire(st, db, "expireat", a),
-        "pexpireat" => expire(st, db, "pexpireat", a),
+        "expire" => expire(tx, db, "expire", a),
+        "pexpire" => expire(tx, db, "pexpire", a),
+        "expireat" => expire(tx, db, "expireat", a),
+        "pexpireat" => expire(tx, db, "pexpireat", a),
         "dbsize" => {
             let mut n = 0;
-            st.scan_keys(&st.snapshot(), db, None, |_, _| {
+            tx.consistent_reads();
+            tx.scan_keys(db, None, |_, _| {
                 n += 1;
                 true
             })?;
@@ -126,13 +118,16 @@ pub fn run(shared: &Shared, db: u8, name: &str, a: &[Vec<u8>]) -> CmdResult {
             {
                 return Err(CmdError::Syntax);
             }
-            let _g = st.lock_all();
-            st.flush_db(db)?;
+            tx.lock_all();
+            for tag in [b'M', b'S', b'Z'] {
+                tx.delete_prefix(&[tag, db]);
+            }
             Ok(Reply::ok())
         }
         "keys" => {
             let mut out = Vec::new();
-            st.scan_keys(&st.snapshot(), db, None, |k, _| {
+            tx.consistent_reads();
+            tx.scan_keys(db, None, |k, _| {
                 if glob::matches(key, k) {
                     out.push(Reply::bulk(k));
                 }
@@ -140,7 +135,7 @@ pub fn run(shared: &Shared, db: u8, name: &str, a: &[Vec<u8>]) -> CmdResult {
             })?;
             Ok(Reply::Array(out))
         }
-        "scan" => scan(shared, db, a),
+        "scan" => scan(shared, tx, db, a),
         _ => Ok(super::unknown_command(
             &std::iter::once(name.as_bytes().to_vec())
                 .chain(a.iter().cloned())
@@ -150,7 +145,7 @@ pub fn run(shared: &Shared, db: u8, name: &str, a: &[Vec<u8>]) -> CmdResult {
 }
 
 /// EXPIRE/PEXPIRE key n [NX|XX|GT|LT]
-fn expire(st: &Store, db: u8, name: &'static str, a: &[Vec<u8>]) -> CmdResult {
+fn expire(tx: &mut Tx, db: u8, name: &'static str, a: &[Vec<u8>]) -> CmdResult {
     let key = arg(a, 0);
     let n = parse_i64(arg(a, 1))?;
     let (mut nx, mut xx, mut gt, mut lt) = (false, false, false, false);
@@ -180,7 +175,7 @@ fn expire(st: &Store, db: u8, name: &'static str, a: &[Vec<u8>]) -> CmdResult {
             "GT and LT options at the same time are not compatible".into(),
         ));
     }
-    let now = now_ms() as i64;
+    let now = tx.now() as i64;
     let ms = if name == "expire" || name == "expireat" {
         n.checked_mul(1000)
     } else {
@@ -196,8 +191,8 @@ fn expire(st: &Store, db: u8, name: &'static str, a: &[Vec<u8>]) -> CmdResult {
     }) else {
         return Err(CmdError::InvalidExpire(name));
     };
-    let _g = st.lock_keys(db, [key]);
-    let Some(mut m) = st.get_meta(&st.latest(), db, key)? else {
+    tx.lock(db, [key]);
+    let Some(mut m) = tx.get_meta(db, key)? else {
         return Ok(Reply::Int(0));
     };
     let cur = m.expire_at as i64; // 0 = none (infinite)
@@ -208,20 +203,17 @@ fn expire(st: &Store, db: u8, name: &'static str, a: &[Vec<u8>]) -> CmdResult {
     if skip {
         return Ok(Reply::Int(0));
     }
-    let mut b = WriteBatch::new();
     if when <= now {
-        st.batch_delete_meta(&mut b, db, key);
+        tx.delete_meta(db, key);
     } else {
         m.expire_at = when as u64;
-        st.batch_put_meta(&mut b, db, key, &m);
+        tx.put_meta(db, key, &m);
     }
-    st.write(b)?;
     Ok(Reply::Int(1))
 }
 
 /// SCAN cursor [MATCH pattern] [COUNT n] [TYPE t]
-fn scan(shared: &Shared, db: u8, a: &[Vec<u8>]) -> CmdResult {
-    let st = &shared.store;
+fn scan(shared: &Shared, tx: &mut Tx, db: u8, a: &[Vec<u8>]) -> CmdResult {
     let cursor: u64 = std::str::from_utf8(arg(a, 0))
         .ok()
         .and_then(|s| s.parse().ok())
@@ -254,7 +246,8 @@ fn scan(shared: &Shared, db: u8, a: &[Vec<u8>]) -> CmdResult {
     let mut keys = Vec::new();
     let mut visited = 0i64;
     let mut next: Option<Vec<u8>> = None;
-    st.scan_keys(&st.snapshot(), db, start.as_deref(), |k, m| {
+    tx.consistent_reads();
+    tx.scan_keys(db, start.as_deref(), |k, m| {
         if visited >= count {
             next = Some(k.to_vec());
             return false;
@@ -275,7 +268,7 @@ fn scan(shared: &Shared, db: u8, a: &[Vec<u8>]) -> CmdResult {
 }
 
 /// INFO [section ...]: `# Server` and `# Keyspace`.
-pub fn info(shared: &Shared, a: &[Vec<u8>]) -> CmdResult {
+pub fn info(shared: &Shared, tx: &mut Tx, a: &[Vec<u8>]) -> CmdResult {
     let want = |s: &str| {
         a.is_empty()
             || a.iter().any(|x| {
@@ -297,11 +290,10 @@ pub fn info(shared: &Shared, a: &[Vec<u8>]) -> CmdResult {
             out.push_str("\r\n");
         }
         out.push_str("# Keyspace\r\n");
-        let st = &shared.store;
-        let ro = st.snapshot();
+        tx.consistent_reads();
         for db in 0..DATABASES {
             let (mut keys, mut expires) = (0u64, 0u64);
-            st.scan_keys(&ro, db, None, |_, m| {
+            tx.scan_keys(db, None, |_, m| {
                 keys += 1;
                 expires += (m.expire_at != 0) as u64;
                 true

@@ -3,11 +3,18 @@
 
 mod hashes;
 mod keys;
+mod lists;
+mod multi;
+mod rename;
+mod sets;
 mod strings;
+mod zsets;
 
 use crate::resp::Reply;
-use crate::store::{Store, StoreError, DATABASES};
-use std::sync::atomic::AtomicU64;
+use crate::store::{Meta, Store, StoreError, Type, DATABASES};
+use crate::tx::Tx;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Instant;
 use thiserror::Error;
 
@@ -45,6 +52,7 @@ pub struct Shared {
     pub started: Instant,
     pub port: u16,
     pub clients: AtomicU64,
+    next_client_id: AtomicU64,
 }
 
 impl Shared {
@@ -56,6 +64,7 @@ impl Shared {
             started: Instant::now(),
             port,
             clients: AtomicU64::new(0),
+            next_client_id: AtomicU64::new(1),
         }
     }
 }
@@ -63,26 +72,51 @@ impl Shared {
 /// Per-connection state.
 #[derive(Debug)]
 pub struct Conn {
+    pub id: u64,
     pub db: u8,
     pub authed: bool,
     /// Set by QUIT: close after this reply.
     pub quit: bool,
+    /// Inside MULTI: the queued requests.
+    multi: Option<Vec<Vec<Vec<u8>>>>,
+    /// A request was refused while queueing: EXEC answers EXECABORT.
+    multi_failed: bool,
+    /// WATCHed keys: (db, key, was expired-but-present at WATCH).
+    watched: Vec<(u8, Vec<u8>, bool)>,
+    /// Set by a write to a watched key (see `store::Watches`).
+    dirty: Arc<AtomicBool>,
+    /// Replies in RESP3 (after HELLO 3).
+    pub resp3: bool,
+    /// Set by HELLO ... SETNAME.
+    pub name: Option<Vec<u8>>,
 }
 
 impl Conn {
     pub fn new(shared: &Shared) -> Conn {
         Conn {
+            id: shared.next_client_id.fetch_add(1, Ordering::Relaxed),
             db: 0,
             authed: shared.password.is_none(),
             quit: false,
+            multi: None,
+            multi_failed: false,
+            watched: Vec::new(),
+            dirty: Arc::new(AtomicBool::new(false)),
+            resp3: false,
+            name: None,
         }
+    }
+
+    /// Drops the connection's WATCHes (call when it closes).
+    pub fn close(&mut self, shared: &Shared) {
+        multi::unwatch_all(shared, self);
     }
 }
 
 /// Redis 7's arity: positive = exact, negative = at least.
 fn arity(name: &str) -> Option<i32> {
     Some(match name {
-        "ping" | "quit" | "flushdb" | "info" | "command" => -1,
+        "ping" | "quit" | "flushdb" | "info" | "command" | "hello" => -1,
         "echo" | "select" | "get" | "getdel" | "incr" | "decr" | "strlen" | "ttl" | "pttl"
         | "persist" | "type" | "keys" | "hgetall" | "hlen" | "hkeys" | "hvals" => 2,
         "auth" | "mget" | "del" | "unlink" | "exists" | "scan" | "config" => -2,
@@ -92,7 +126,31 @@ fn arity(name: &str) -> Option<i32> {
         "setex" | "psetex" | "hsetnx" => 4,
         "hset" => -4,
         "hincrby" => 4,
-        "dbsize" => 1,
+        "dbsize" | "multi" | "exec" | "discard" | "unwatch" => 1,
+        "rename" | "renamenx" => 3,
+        "copy" | "hscan" => -3,
+        "watch" => -2,
+        "lpush" | "rpush" | "lpushx" | "rpushx" | "lpos" => -3,
+        "lpop" | "rpop" => -2,
+        "llen" => 2,
+        "lindex" | "rpoplpush" => 3,
+        "lrange" | "lset" | "lrem" | "ltrim" => 4,
+        "linsert" | "lmove" => 5,
+        "sadd" | "srem" | "smismember" | "sintercard" | "sinterstore" | "sunionstore"
+        | "sdiffstore" | "sscan" => -3,
+        "smembers" | "scard" => 2,
+        "sismember" => 3,
+        "spop" | "srandmember" | "sinter" | "sunion" | "sdiff" => -2,
+        "smove" => 4,
+        "zadd" | "zrange" | "zrangebyscore" | "zrevrange" | "zrevrangebyscore" => -4,
+        "zrem" | "zmscore" | "zscan" => -3,
+        "zscore" | "zrank" | "zrevrank" => 3,
+        "zincrby" | "zcount" | "zremrangebyscore" | "zremrangebyrank" | "zlexcount"
+        | "zremrangebylex" => 4,
+        "zrangestore" => -5,
+        "zunionstore" | "zinterstore" | "zdiffstore" => -4,
+        "zcard" => 2,
+        "zpopmin" | "zpopmax" => -2,
         _ => return None,
     })
 }
@@ -129,24 +187,48 @@ pub fn dispatch(shared: &Shared, conn: &mut Conn, args: &[Vec<u8>]) -> Reply {
     };
     let name = String::from_utf8_lossy(first).to_ascii_lowercase();
     let Some(ar) = arity(&name) else {
+        multi::refused(conn);
         return unknown_command(args);
     };
     let n = args.len() as i32;
     if (ar > 0 && n != ar) || (ar < 0 && n < -ar) {
+        if name == "exec" {
+            if let Some(r) = multi::exec_refused(shared, conn, &wrong_args(&name)) {
+                return r;
+            }
+        }
+        multi::refused(conn);
         return wrong_args(&name);
     }
-    if !conn.authed && !matches!(name.as_str(), "auth" | "quit") {
+    if !conn.authed && !matches!(name.as_str(), "auth" | "quit" | "hello") {
+        multi::refused(conn);
         return Reply::err("NOAUTH Authentication required.");
     }
     let rest = args.get(1..).unwrap_or_default();
-    match run(shared, conn, &name, rest) {
-        Ok(r) => r,
+    if let Some(reply) = multi::intercept(shared, conn, &name, args) {
+        return reply;
+    }
+    let mut tx = Tx::new(&shared.store);
+    match run(shared, conn, &mut tx, &name, rest) {
+        Ok(r) => match tx.commit() {
+            Ok(()) => r,
+            Err(e) => Reply::Error(CmdError::from(e).to_string()),
+        },
         Err(e) => Reply::Error(e.to_string()),
     }
 }
 
-fn run(shared: &Shared, conn: &mut Conn, name: &str, a: &[Vec<u8>]) -> CmdResult {
-    let st = &shared.store;
+/// The live metadata of `key` if it has type `ty` (None when absent);
+/// WRONGTYPE for another type.
+pub fn typed_meta(tx: &Tx, db: u8, key: &[u8], ty: Type) -> Result<Option<Meta>, CmdError> {
+    match tx.get_meta(db, key)? {
+        Some(m) if m.ty != ty => Err(CmdError::WrongType),
+        m => Ok(m),
+    }
+}
+
+/// Runs one command inside `tx` (the caller commits it).
+fn run(shared: &Shared, conn: &mut Conn, tx: &mut Tx, name: &str, a: &[Vec<u8>]) -> CmdResult {
     let db = conn.db;
     match name {
         "ping" => match a {
@@ -160,6 +242,7 @@ fn run(shared: &Shared, conn: &mut Conn, name: &str, a: &[Vec<u8>]) -> CmdResult
             Ok(Reply::ok())
         }
         "auth" => auth(shared, conn, a),
+        "hello" => hello(shared, conn, a),
         "select" => {
             let i = parse_i64(arg(a, 0))?;
             if !(0..DATABASES as i64).contains(&i) {
@@ -170,15 +253,83 @@ fn run(shared: &Shared, conn: &mut Conn, name: &str, a: &[Vec<u8>]) -> CmdResult
         }
         "command" => Ok(Reply::Array(vec![])),
         "config" => config(a),
-        "info" => keys::info(shared, a),
+        "info" => keys::info(shared, tx, a),
         "get" | "set" | "mget" | "mset" | "setnx" | "getset" | "getdel" | "incr" | "decr"
         | "incrby" | "decrby" | "append" | "strlen" | "setex" | "psetex" | "msetnx" => {
-            strings::run(st, db, name, a)
+            strings::run(tx, db, name, a)
         }
         "hset" | "hget" | "hmget" | "hgetall" | "hdel" | "hlen" | "hexists" | "hincrby"
-        | "hkeys" | "hvals" | "hsetnx" | "hstrlen" => hashes::run(st, db, name, a),
-        _ => keys::run(shared, db, name, a),
+        | "hkeys" | "hvals" | "hsetnx" | "hstrlen" => hashes::run(tx, db, name, a),
+        "unwatch" => Ok(multi::unwatch(shared, conn)),
+        "rename" | "renamenx" | "copy" => rename::run(tx, db, name, a),
+        "hscan" => hashes::hscan(shared, tx, db, a),
+        n if n.starts_with('l') || n.starts_with("rp") => lists::run(tx, db, name, a),
+        n if n.starts_with('s') && n != "scan" && n != "select" => {
+            sets::run(shared, tx, db, name, a)
+        }
+        n if n.starts_with('z') => zsets::run(shared, tx, db, name, a),
+        _ => keys::run(shared, tx, db, name, a),
     }
+}
+
+/// HELLO [protover [AUTH user pass] [SETNAME name]] (Redis 7.0's checks, in its order).
+fn hello(shared: &Shared, conn: &mut Conn, a: &[Vec<u8>]) -> CmdResult {
+    let mut ver = None;
+    if let Some(v) = a.first() {
+        let v = parse_int_strict(v).ok_or_else(|| {
+            CmdError::Other("Protocol version is not an integer or out of range".into())
+        })?;
+        if !(2..=3).contains(&v) {
+            return Ok(Reply::err("NOPROTO unsupported protocol version"));
+        }
+        ver = Some(v);
+    }
+    let mut j = 1;
+    while let Some(opt) = a.get(j) {
+        let more = a.len() - 1 - j;
+        if is_opt(opt, "AUTH") && more >= 2 {
+            let creds = [arg(a, j + 1).to_vec(), arg(a, j + 2).to_vec()];
+            match auth(shared, conn, &creds)? {
+                Reply::Error(e) => return Ok(Reply::Error(e)),
+                _ => j += 3,
+            }
+        } else if is_opt(opt, "SETNAME") && more >= 1 {
+            let name = arg(a, j + 1);
+            if name.iter().any(|&c| !(b'!'..=b'~').contains(&c)) {
+                return Err(CmdError::Other(
+                    "Client names cannot contain spaces, newlines or special characters.".into(),
+                ));
+            }
+            conn.name = Some(name.to_vec());
+            j += 2;
+        } else {
+            return Err(CmdError::Other(format!(
+                "Syntax error in HELLO option '{}'",
+                lossy(opt, 128)
+            )));
+        }
+    }
+    if !conn.authed {
+        return Ok(Reply::err(
+            "NOAUTH HELLO must be called with the client already authenticated, otherwise the \
+             HELLO AUTH <user> <pass> option can be used to authenticate the client and \
+             select the RESP protocol version at the same time",
+        ));
+    }
+    if let Some(v) = ver {
+        conn.resp3 = v == 3;
+    }
+    let field = |k: &str, v: Reply| (Reply::bulk(k), v);
+    Ok(Reply::Map(vec![
+        field("server", Reply::bulk("redis")),
+        // The Redis version whose replies this endpoint reproduces.
+        field("version", Reply::bulk("7.0.15")),
+        field("proto", Reply::Int(if conn.resp3 { 3 } else { 2 })),
+        field("id", Reply::Int(i64::try_from(conn.id).unwrap_or(i64::MAX))),
+        field("mode", Reply::bulk("standalone")),
+        field("role", Reply::bulk("master")),
+        field("modules", Reply::Array(vec![])),
+    ]))
 }
 
 fn auth(shared: &Shared, conn: &mut Conn, a: &[Vec<u8>]) -> CmdResult {
@@ -230,11 +381,10 @@ fn config(a: &[Vec<u8>]) -> CmdResult {
                         crate::glob::matches(&pat.to_ascii_lowercase(), name.as_bytes())
                     });
                 if hit {
-                    out.push(Reply::bulk(*name));
-                    out.push(Reply::bulk(value.clone()));
+                    out.push((Reply::bulk(*name), Reply::bulk(value.clone())));
                 }
             }
-            Ok(Reply::Array(out))
+            Ok(Reply::Map(out))
         }
         _ => Err(CmdError::Other(format!(
             "unknown subcommand '{}'. Try CONFIG HELP.",
@@ -263,6 +413,17 @@ pub fn parse_int_strict(b: &[u8]) -> Option<i64> {
 
 pub fn parse_i64(b: &[u8]) -> Result<i64, CmdError> {
     parse_int_strict(b).ok_or(CmdError::NotInteger)
+}
+
+/// A count that must be >= 0 (LPOP, SPOP, ZPOPMIN ...): Redis answers
+/// anything else, non-integers included, with "must be positive".
+pub fn parse_count(b: &[u8]) -> Result<i64, CmdError> {
+    match parse_int_strict(b) {
+        Some(n) if n >= 0 => Ok(n),
+        _ => Err(CmdError::Other(
+            "value is out of range, must be positive".into(),
+        )),
+    }
 }
 
 /// Case-insensitive option comparison.

@@ -2,20 +2,20 @@
 
 use super::{arg, is_opt, parse_i64, CmdError, CmdResult};
 use crate::resp::Reply;
-use crate::store::{now_ms, Meta, Store, Type};
-use shaledb::WriteBatch;
+use crate::store::{Meta, Type};
+use crate::tx::Tx;
 
-pub fn run(st: &Store, db: u8, name: &str, a: &[Vec<u8>]) -> CmdResult {
+pub fn run(tx: &mut Tx, db: u8, name: &str, a: &[Vec<u8>]) -> CmdResult {
     match name {
         "get" => {
-            let m = st.get_meta(&st.latest(), db, arg(a, 0))?;
+            let m = tx.get_meta(db, arg(a, 0))?;
             Ok(Reply::opt_bulk(string_value(m)?))
         }
         "mget" => {
-            let ro = st.snapshot();
+            tx.consistent_reads();
             let mut out = Vec::with_capacity(a.len());
             for k in a {
-                out.push(match st.get_meta(&ro, db, k)? {
+                out.push(match tx.get_meta(db, k)? {
                     Some(m) if m.ty == Type::String => Reply::Bulk(m.value),
                     _ => Reply::Nil,
                 });
@@ -23,10 +23,10 @@ pub fn run(st: &Store, db: u8, name: &str, a: &[Vec<u8>]) -> CmdResult {
             Ok(Reply::Array(out))
         }
         "strlen" => {
-            let m = st.get_meta(&st.latest(), db, arg(a, 0))?;
+            let m = tx.get_meta(db, arg(a, 0))?;
             Ok(Reply::Int(string_value(m)?.map_or(0, |v| v.len() as i64)))
         }
-        "set" => set(st, db, a, "set"),
+        "set" => set(tx, db, a, "set"),
         "setex" | "psetex" => {
             // SETEX key seconds value == SET key value EX seconds (error names 'setex').
             let unit = if name == "setex" { "EX" } else { "PX" };
@@ -37,7 +37,7 @@ pub fn run(st: &Store, db: u8, name: &str, a: &[Vec<u8>]) -> CmdResult {
                 arg(a, 1).to_vec(),
             ];
             set(
-                st,
+                tx,
                 db,
                 &args,
                 if name == "setex" { "setex" } else { "psetex" },
@@ -47,83 +47,78 @@ pub fn run(st: &Store, db: u8, name: &str, a: &[Vec<u8>]) -> CmdResult {
             if !a.len().is_multiple_of(2) {
                 return Ok(super::wrong_args("msetnx"));
             }
-            let _g = st.lock_keys(db, a.iter().step_by(2).map(|k| k.as_slice()));
-            let ro = st.latest();
+            tx.lock(db, a.iter().step_by(2).map(|k| k.as_slice()));
             for k in a.iter().step_by(2) {
-                if st.get_meta(&ro, db, k)?.is_some() {
+                if tx.get_meta(db, k)?.is_some() {
                     return Ok(Reply::Int(0));
                 }
             }
-            let mut b = WriteBatch::new();
             for kv in a.chunks(2) {
                 if let [k, v] = kv {
-                    st.batch_put_meta(&mut b, db, k, &new_string(st, v.clone(), 0));
+                    put(tx, db, k, &new_string(tx, v.clone(), 0))?;
                 }
             }
-            st.write(b)?;
             Ok(Reply::Int(1))
         }
         "mset" => {
             if !a.len().is_multiple_of(2) {
                 return Ok(super::wrong_args("mset"));
             }
-            let _g = st.lock_keys(db, a.iter().step_by(2).map(|k| k.as_slice()));
-            let mut b = WriteBatch::new();
+            tx.lock(db, a.iter().step_by(2).map(|k| k.as_slice()));
             for kv in a.chunks(2) {
                 if let [k, v] = kv {
-                    st.batch_put_meta(&mut b, db, k, &new_string(st, v.clone(), 0));
+                    put(tx, db, k, &new_string(tx, v.clone(), 0))?;
                 }
             }
-            st.write(b)?;
             Ok(Reply::ok())
         }
         "setnx" => {
-            let _g = st.lock_keys(db, [arg(a, 0)]);
-            if st.get_meta(&st.latest(), db, arg(a, 0))?.is_some() {
+            tx.lock(db, [arg(a, 0)]);
+            if tx.get_meta(db, arg(a, 0))?.is_some() {
                 return Ok(Reply::Int(0));
             }
-            put(st, db, arg(a, 0), &new_string(st, arg(a, 1).to_vec(), 0))?;
+            let m = new_string(tx, arg(a, 1).to_vec(), 0);
+            put(tx, db, arg(a, 0), &m)?;
             Ok(Reply::Int(1))
         }
         "getset" => {
-            let _g = st.lock_keys(db, [arg(a, 0)]);
-            let old = string_value(st.get_meta(&st.latest(), db, arg(a, 0))?)?;
-            put(st, db, arg(a, 0), &new_string(st, arg(a, 1).to_vec(), 0))?;
+            tx.lock(db, [arg(a, 0)]);
+            let old = string_value(tx.get_meta(db, arg(a, 0))?)?;
+            let m = new_string(tx, arg(a, 1).to_vec(), 0);
+            put(tx, db, arg(a, 0), &m)?;
             Ok(Reply::opt_bulk(old))
         }
         "getdel" => {
-            let _g = st.lock_keys(db, [arg(a, 0)]);
-            let old = string_value(st.get_meta(&st.latest(), db, arg(a, 0))?)?;
+            tx.lock(db, [arg(a, 0)]);
+            let old = string_value(tx.get_meta(db, arg(a, 0))?)?;
             if old.is_some() {
-                let mut b = WriteBatch::new();
-                st.batch_delete_meta(&mut b, db, arg(a, 0));
-                st.write(b)?;
+                tx.delete_meta(db, arg(a, 0));
             }
             Ok(Reply::opt_bulk(old))
         }
-        "incr" => incr_by(st, db, arg(a, 0), 1),
-        "decr" => incr_by(st, db, arg(a, 0), -1),
-        "incrby" => incr_by(st, db, arg(a, 0), parse_i64(arg(a, 1))?),
+        "incr" => incr_by(tx, db, arg(a, 0), 1),
+        "decr" => incr_by(tx, db, arg(a, 0), -1),
+        "incrby" => incr_by(tx, db, arg(a, 0), parse_i64(arg(a, 1))?),
         "decrby" => {
             let n = parse_i64(arg(a, 1))?;
             let n = n
                 .checked_neg()
                 .ok_or_else(|| CmdError::Other("decrement would overflow".into()))?;
-            incr_by(st, db, arg(a, 0), n)
+            incr_by(tx, db, arg(a, 0), n)
         }
         "append" => {
-            let _g = st.lock_keys(db, [arg(a, 0)]);
+            tx.lock(db, [arg(a, 0)]);
             let key = arg(a, 0);
-            let m = match st.get_meta(&st.latest(), db, key)? {
+            let m = match tx.get_meta(db, key)? {
                 Some(mut m) if m.ty == Type::String => {
                     m.value.extend_from_slice(arg(a, 1));
                     m.size = m.value.len() as u64;
                     m
                 }
                 Some(_) => return Err(CmdError::WrongType),
-                None => new_string(st, arg(a, 1).to_vec(), 0),
+                None => new_string(tx, arg(a, 1).to_vec(), 0),
             };
-            put(st, db, key, &m)?;
+            put(tx, db, key, &m)?;
             Ok(Reply::Int(m.value.len() as i64))
         }
         _ => Err(CmdError::Other(format!("unknown command '{name}'"))),
@@ -139,26 +134,24 @@ fn string_value(m: Option<Meta>) -> Result<Option<Vec<u8>>, CmdError> {
     }
 }
 
-fn new_string(st: &Store, value: Vec<u8>, expire_at: u64) -> Meta {
-    Meta {
-        ty: Type::String,
-        version: st.new_version(),
-        expire_at,
-        size: value.len() as u64,
-        value,
-    }
+fn new_string(tx: &Tx, value: Vec<u8>, expire_at: u64) -> Meta {
+    let mut m = Meta::new(Type::String, tx.new_version());
+    m.expire_at = expire_at;
+    m.size = value.len() as u64;
+    m.value = value;
+    m
 }
 
-fn put(st: &Store, db: u8, key: &[u8], m: &Meta) -> Result<(), CmdError> {
-    let mut b = WriteBatch::new();
-    st.batch_put_meta(&mut b, db, key, m);
-    st.write(b)?;
+/// Stores the string `m` as `key`, replacing whatever was there (an old
+/// collection's sub-records become unreachable: new version).
+pub fn put(tx: &mut Tx, db: u8, key: &[u8], m: &Meta) -> Result<(), CmdError> {
+    tx.put_meta(db, key, m);
     Ok(())
 }
 
-fn incr_by(st: &Store, db: u8, key: &[u8], by: i64) -> CmdResult {
-    let _g = st.lock_keys(db, [key]);
-    let (cur, expire_at) = match st.get_meta(&st.latest(), db, key)? {
+fn incr_by(tx: &mut Tx, db: u8, key: &[u8], by: i64) -> CmdResult {
+    tx.lock(db, [key]);
+    let (cur, expire_at) = match tx.get_meta(db, key)? {
         None => (0, 0),
         Some(m) if m.ty == Type::String => (
             super::parse_int_strict(&m.value).ok_or(CmdError::NotInteger)?,
@@ -167,12 +160,8 @@ fn incr_by(st: &Store, db: u8, key: &[u8], by: i64) -> CmdResult {
         Some(_) => return Err(CmdError::WrongType),
     };
     let n = cur.checked_add(by).ok_or(CmdError::Overflow)?;
-    put(
-        st,
-        db,
-        key,
-        &new_string(st, n.to_string().into_bytes(), expire_at),
-    )?;
+    let m = new_string(tx, n.to_string().into_bytes(), expire_at);
+    put(tx, db, key, &m)?;
     Ok(Reply::Int(n))
 }
 
@@ -184,7 +173,7 @@ enum Cond {
 }
 
 /// SET key value [NX|XX] [GET] [EX s|PX ms|EXAT s|PXAT ms|KEEPTTL]
-fn set(st: &Store, db: u8, a: &[Vec<u8>], cmd: &'static str) -> CmdResult {
+fn set(tx: &mut Tx, db: u8, a: &[Vec<u8>], cmd: &'static str) -> CmdResult {
     let (key, value) = (arg(a, 0), arg(a, 1));
     let mut cond = Cond::None;
     let mut get = false;
@@ -216,7 +205,7 @@ fn set(st: &Store, db: u8, a: &[Vec<u8>], cmd: &'static str) -> CmdResult {
         }
         i += 1;
     }
-    let now = now_ms();
+    let now = tx.now();
     let expire_at = match expire {
         None => 0,
         Some((raw, ms, absolute)) => {
@@ -239,8 +228,8 @@ fn set(st: &Store, db: u8, a: &[Vec<u8>], cmd: &'static str) -> CmdResult {
             }
         }
     };
-    let _g = st.lock_keys(db, [key]);
-    let old = st.get_meta(&st.latest(), db, key)?;
+    tx.lock(db, [key]);
+    let old = tx.get_meta(db, key)?;
     let old_val = if get {
         string_value(old.clone())?
     } else {
@@ -261,11 +250,10 @@ fn set(st: &Store, db: u8, a: &[Vec<u8>], cmd: &'static str) -> CmdResult {
     };
     if expire_at != 0 && expire_at <= now {
         // EXAT/PXAT in the past: the key is set and expires at once (deleted).
-        let mut b = WriteBatch::new();
-        st.batch_delete_meta(&mut b, db, key);
-        st.write(b)?;
+        tx.delete_meta(db, key);
     } else {
-        put(st, db, key, &new_string(st, value.to_vec(), expire_at))?;
+        let m = new_string(tx, value.to_vec(), expire_at);
+        put(tx, db, key, &m)?;
     }
     Ok(if get {
         Reply::opt_bulk(old_val)

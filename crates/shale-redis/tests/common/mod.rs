@@ -213,7 +213,8 @@ impl Raw {
         let mut out = line.clone();
         let body = &line[1..line.len() - 2];
         match line.as_bytes()[0] {
-            b'$' => {
+            // Bulk, RESP3 verbatim and bulk error.
+            b'$' | b'=' | b'!' => {
                 let n: i64 = body.parse().unwrap();
                 if n >= 0 {
                     let mut b = vec![0u8; n as usize + 2];
@@ -221,9 +222,11 @@ impl Raw {
                     out.push_str(&String::from_utf8_lossy(&b));
                 }
             }
-            b'*' => {
+            // Array, RESP3 set and push; a map has two items per entry.
+            b'*' | b'~' | b'>' | b'%' => {
                 let n: i64 = body.parse().unwrap();
-                for _ in 0..n.max(0) {
+                let per = if line.starts_with('%') { 2 } else { 1 };
+                for _ in 0..n.max(0) * per {
                     out.push_str(&self.reply());
                 }
             }
@@ -238,4 +241,36 @@ impl Raw {
         let _ = self.r.read_to_string(&mut s);
         s
     }
+}
+
+/// A RESP reply with every array's elements sorted (recursively).
+pub fn normalize(raw: &str) -> String {
+    fn item(s: &str) -> (String, &str) {
+        let (line, rest) = s.split_once("\r\n").unwrap();
+        match &line[..1] {
+            "*" | "~" | "%" => {
+                let n: i64 = line[1..].parse().unwrap();
+                let per = if line.starts_with('%') { 2 } else { 1 };
+                let mut rest = rest;
+                let mut items = Vec::new();
+                for _ in 0..n.max(0) {
+                    let mut entry = String::new();
+                    for _ in 0..per {
+                        let (it, r) = item(rest);
+                        entry.push_str(&it);
+                        rest = r;
+                    }
+                    items.push(entry);
+                }
+                items.sort();
+                (format!("{line}\r\n{}", items.concat()), rest)
+            }
+            "$" if line != "$-1" => {
+                let n: usize = line[1..].parse().unwrap();
+                (format!("{line}\r\n{}\r\n", &rest[..n]), &rest[n + 2..])
+            }
+            _ => (format!("{line}\r\n"), rest),
+        }
+    }
+    item(raw).0
 }

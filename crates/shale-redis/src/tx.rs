@@ -1,0 +1,494 @@
+//! One command's (or one EXEC's) view of the data: reads see the engine
+//! plus the writes buffered so far; the writes go to the engine as one
+//! `WriteBatch` at [`Tx::commit`], so every command, and every EXEC, is
+//! all-or-nothing and later commands of an EXEC read what earlier ones wrote.
+
+use crate::store::{
+    meta_key, now_ms, owner_of, prefix_end, KeyLocks, Meta, Result, Store, StoreError,
+};
+use shaledb::{ReadOptions, WriteBatch, WriteOptions};
+use std::collections::BTreeMap;
+use std::ops::Bound;
+
+pub struct Tx<'a> {
+    st: &'a Store,
+    ro: ReadOptions,
+    /// Buffered writes; `None` is a delete.
+    writes: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
+    /// Buffered range deletes `[begin, end)` (FLUSHDB), applied before `writes`.
+    ranges: Vec<(Vec<u8>, Vec<u8>)>,
+    locks: Vec<KeyLocks<'a>>,
+    /// Every stripe is held (EXEC): [`Tx::lock`] is then a no-op.
+    all_locked: bool,
+    /// The time expiry is judged against: fixed for the whole transaction.
+    now: u64,
+    /// EXEC only: how to undo each buffered change, so that a command that
+    /// fails part-way leaves nothing behind ([`Tx::rollback_to`]).
+    undo: Option<Vec<Undo>>,
+}
+
+/// One buffered change's inverse.
+enum Undo {
+    /// `writes[key]` held this before (`None`: no entry).
+    Write(Vec<u8>, Option<Option<Vec<u8>>>),
+    /// A range delete was pushed onto `ranges`.
+    Range,
+}
+
+impl<'a> Tx<'a> {
+    /// A transaction reading the latest state.
+    pub fn new(st: &'a Store) -> Tx<'a> {
+        Tx {
+            st,
+            ro: ReadOptions::default(),
+            writes: BTreeMap::new(),
+            ranges: Vec::new(),
+            locks: Vec::new(),
+            all_locked: false,
+            now: now_ms(),
+            undo: None,
+        }
+    }
+
+    /// A transaction holding every key lock (EXEC, FLUSHDB).
+    pub fn new_exclusive(st: &'a Store) -> Tx<'a> {
+        let mut t = Tx::new(st);
+        t.locks.push(st.lock_all());
+        t.all_locked = true;
+        t
+    }
+
+    pub fn store(&self) -> &'a Store {
+        self.st
+    }
+
+    pub fn now(&self) -> u64 {
+        self.now
+    }
+
+    pub fn new_version(&self) -> u64 {
+        self.st.new_version()
+    }
+
+    /// Takes the write locks of `keys` until the end of the transaction.
+    /// Called once per command, before its reads (every writer of a key
+    /// holds its lock, so what the command reads does not move).
+    pub fn lock<'k>(&mut self, db: u8, keys: impl IntoIterator<Item = &'k [u8]>) {
+        if !self.all_locked {
+            self.locks.push(self.st.lock_keys(db, keys));
+        }
+    }
+
+    /// Takes every key lock (FLUSHDB); a no-op when held already.
+    pub fn lock_all(&mut self) {
+        if !self.all_locked {
+            self.locks.push(self.st.lock_all());
+            self.all_locked = true;
+        }
+    }
+
+    /// For read-only commands with several reads and no lock: read at one
+    /// engine snapshot so they agree.
+    pub fn consistent_reads(&mut self) {
+        if self.locks.is_empty() && self.writes.is_empty() && self.ranges.is_empty() {
+            self.ro = ReadOptions {
+                snapshot: Some(self.st.engine().snapshot()),
+                ..ReadOptions::default()
+            };
+        }
+    }
+
+    fn in_ranges(&self, key: &[u8]) -> bool {
+        self.ranges
+            .iter()
+            .any(|(b, e)| key >= b.as_slice() && key < e.as_slice())
+    }
+
+    pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        if let Some(v) = self.writes.get(key) {
+            return Ok(v.clone());
+        }
+        if self.in_ranges(key) {
+            return Ok(None);
+        }
+        Ok(self.st.engine().get_opt(&self.ro, self.st.cf(), key)?)
+    }
+
+    /// The live metadata of `key` (None when absent or expired).
+    pub fn get_meta(&self, db: u8, key: &[u8]) -> Result<Option<Meta>> {
+        let Some(raw) = self.get(&meta_key(db, key))? else {
+            return Ok(None);
+        };
+        let m = Meta::decode(&raw)?;
+        Ok(if m.expired(self.now) { None } else { Some(m) })
+    }
+
+    /// True when `key` has a metadata record that is expired (not live).
+    pub fn expired_present(&self, db: u8, key: &[u8]) -> Result<bool> {
+        match self.get(&meta_key(db, key))? {
+            Some(raw) => Ok(Meta::decode(&raw)?.expired(self.now)),
+            None => Ok(false),
+        }
+    }
+
+    /// Starts recording undo information (EXEC).
+    pub fn enable_undo(&mut self) {
+        self.undo = Some(Vec::new());
+    }
+
+    /// A point to roll back to.
+    pub fn mark(&self) -> usize {
+        self.undo.as_ref().map_or(0, Vec::len)
+    }
+
+    /// Undoes every change buffered since `mark`.
+    pub fn rollback_to(&mut self, mark: usize) {
+        let Some(mut undo) = self.undo.take() else {
+            return;
+        };
+        while undo.len() > mark {
+            match undo.pop() {
+                Some(Undo::Write(k, Some(prev))) => {
+                    self.writes.insert(k, prev);
+                }
+                Some(Undo::Write(k, None)) => {
+                    self.writes.remove(&k);
+                }
+                Some(Undo::Range) => {
+                    self.ranges.pop();
+                }
+                None => break,
+            }
+        }
+        self.undo = Some(undo);
+    }
+
+    fn write_entry(&mut self, key: Vec<u8>, value: Option<Vec<u8>>) {
+        match &mut self.undo {
+            Some(undo) => {
+                let prev = self.writes.insert(key.clone(), value);
+                undo.push(Undo::Write(key, prev));
+            }
+            None => {
+                self.writes.insert(key, value);
+            }
+        }
+    }
+
+    pub fn put(&mut self, key: Vec<u8>, value: Vec<u8>) {
+        self.write_entry(key, Some(value));
+    }
+
+    pub fn delete(&mut self, key: Vec<u8>) {
+        self.write_entry(key, None);
+    }
+
+    pub fn put_meta(&mut self, db: u8, key: &[u8], m: &Meta) {
+        self.put(meta_key(db, key), m.encode());
+    }
+
+    pub fn delete_meta(&mut self, db: u8, key: &[u8]) {
+        self.delete(meta_key(db, key));
+    }
+
+    /// Deletes `key` if it is live; true if it was. A store command's
+    /// destination is dropped this way, so replacing a missing key writes
+    /// nothing and does not touch its watchers (Redis's `dbDelete` rule).
+    pub fn delete_if_live(&mut self, db: u8, key: &[u8]) -> Result<bool> {
+        if self.get_meta(db, key)?.is_none() {
+            return Ok(false);
+        }
+        self.delete_meta(db, key);
+        Ok(true)
+    }
+
+    /// Deletes every key starting with `prefix`.
+    pub fn delete_prefix(&mut self, prefix: &[u8]) {
+        let end = prefix_end(prefix).unwrap_or_else(|| vec![0xff; prefix.len() + 1]);
+        let doomed: Vec<Vec<u8>> = self
+            .writes
+            .range::<[u8], _>((Bound::Included(prefix), Bound::Excluded(end.as_slice())))
+            .map(|(k, _)| k.clone())
+            .collect();
+        for k in doomed {
+            let prev = self.writes.remove(&k);
+            if let Some(undo) = &mut self.undo {
+                undo.push(Undo::Write(k, prev));
+            }
+        }
+        self.ranges.push((prefix.to_vec(), end));
+        if let Some(undo) = &mut self.undo {
+            undo.push(Undo::Range);
+        }
+    }
+
+    /// Calls `f(key, value)` for the keys starting with `prefix`, in key
+    /// order (`reverse`: descending), from `start` inclusive (default: the
+    /// first, or last, key of the prefix), until `f` returns false.
+    pub fn scan(
+        &self,
+        prefix: &[u8],
+        start: Option<&[u8]>,
+        reverse: bool,
+        mut f: impl FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result<()> {
+        let end = prefix_end(prefix);
+        let opts = ReadOptions {
+            snapshot: self.ro.snapshot.clone(),
+            lower_bound: Some(prefix.to_vec()),
+            upper_bound: end.clone(),
+        };
+        // Buffered writes in the walked part of the range, in walk order.
+        let hi = end.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
+        let mut own: Vec<(&[u8], Option<&[u8]>)> = self
+            .writes
+            .range::<[u8], _>((Bound::Included(prefix), hi))
+            .map(|(k, v)| (k.as_slice(), v.as_deref()))
+            .filter(|(k, _)| match start {
+                None => true,
+                Some(s) if reverse => *k <= s,
+                Some(s) => *k >= s,
+            })
+            .collect();
+        if reverse {
+            own.reverse();
+        }
+        let mut it = self.st.engine().iter_cf(&opts, self.st.cf())?;
+        match (start, reverse) {
+            (Some(s), false) => it.seek(s)?,
+            (None, false) => it.seek(prefix)?,
+            (Some(s), true) => it.seek_for_prev(s)?,
+            (None, true) => it.seek_to_last()?,
+        }
+        let mut own = own.into_iter().peekable();
+        loop {
+            let engine_key = it.valid().then(|| it.key());
+            let take_own = match (engine_key, own.peek()) {
+                (None, None) => break,
+                (Some(_), None) => false,
+                (None, Some(_)) => true,
+                (Some(e), Some((o, _))) => {
+                    if reverse {
+                        *o >= e
+                    } else {
+                        *o <= e
+                    }
+                }
+            };
+            if take_own {
+                let Some((k, v)) = own.next() else { break };
+                if engine_key == Some(k) {
+                    step(&mut it, reverse)?;
+                }
+                if let Some(v) = v {
+                    if !f(k, v) {
+                        return Ok(());
+                    }
+                }
+            } else {
+                if !self.in_ranges(it.key()) && !f(it.key(), it.value()) {
+                    return Ok(());
+                }
+                step(&mut it, reverse)?;
+            }
+        }
+        if let Some(e) = it.status() {
+            return Err(StoreError::Engine(e.clone()));
+        }
+        Ok(())
+    }
+
+    /// Live keys of `db` from `start` (a user key, inclusive): calls
+    /// `f(key, meta)` until it returns false.
+    pub fn scan_keys(
+        &self,
+        db: u8,
+        start: Option<&[u8]>,
+        mut f: impl FnMut(&[u8], &Meta) -> bool,
+    ) -> Result<()> {
+        let prefix = [b'M', db];
+        let start_key = start.map(|s| meta_key(db, s));
+        let mut err = None;
+        let now = self.now;
+        self.scan(
+            &prefix,
+            start_key.as_deref(),
+            false,
+            |k, v| match Meta::decode(v) {
+                Ok(m) if m.expired(now) => true,
+                Ok(m) => f(k.get(2..).unwrap_or_default(), &m),
+                Err(e) => {
+                    err = Some(e);
+                    false
+                }
+            },
+        )?;
+        err.map_or(Ok(()), Err)
+    }
+
+    /// Writes everything buffered as one batch (one WAL record), then marks
+    /// the watchers of the written keys dirty, still under the locks.
+    pub fn commit(self) -> Result<()> {
+        if self.writes.is_empty() && self.ranges.is_empty() {
+            return Ok(());
+        }
+        let w = self.st.watches();
+        // FLUSHDB touches the watched keys of the db that existed before it
+        // (Redis's touchAllWatchedKeysInDb), read before the batch lands.
+        let mut flushed = Vec::new();
+        if w.any() {
+            for (begin, _) in &self.ranges {
+                if let (Some(&b'M'), Some(&db)) = (begin.first(), begin.get(1)) {
+                    for key in w.keys_of_db(db) {
+                        let live = match self.st.engine().get_opt(
+                            &ReadOptions::default(),
+                            self.st.cf(),
+                            &meta_key(db, &key),
+                        )? {
+                            Some(raw) => !Meta::decode(&raw)?.expired(self.now),
+                            None => false,
+                        };
+                        if live {
+                            flushed.push((db, key));
+                        }
+                    }
+                }
+            }
+        }
+        let cf = self.st.cf();
+        let mut b = WriteBatch::new();
+        for (begin, end) in &self.ranges {
+            b.delete_range_cf(cf, begin, end);
+        }
+        for (k, v) in &self.writes {
+            match v {
+                Some(v) => b.put_cf(cf, k, v),
+                None => b.delete_cf(cf, k),
+            }
+        }
+        self.st.engine().write(&WriteOptions::default(), b)?;
+        if w.any() {
+            for (db, key) in &flushed {
+                w.touch(*db, key);
+            }
+            let mut last: Option<(u8, &[u8])> = None;
+            for k in self.writes.keys() {
+                let owner = owner_of(k);
+                if owner.is_some() && owner != last {
+                    if let Some((db, key)) = owner {
+                        w.touch(db, key);
+                    }
+                    last = owner;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn step(it: &mut shaledb::DbIterator, reverse: bool) -> Result<()> {
+    if reverse {
+        it.prev()?;
+    } else {
+        it.next()?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
+    use super::*;
+
+    fn store(dir: &std::path::Path) -> Store {
+        Store::open(shaledb::Db::open(dir, shaledb::Options::default()).unwrap()).unwrap()
+    }
+
+    fn walk(tx: &Tx, prefix: &[u8], start: Option<&[u8]>, reverse: bool) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        tx.scan(prefix, start, reverse, |k, v| {
+            out.push((
+                String::from_utf8_lossy(k).into_owned(),
+                String::from_utf8_lossy(v).into_owned(),
+            ));
+            true
+        })
+        .unwrap();
+        out
+    }
+
+    fn keys(v: &[(String, String)]) -> Vec<&str> {
+        v.iter().map(|(k, _)| k.as_str()).collect()
+    }
+
+    /// Buffered puts, deletes and range deletes merged with the engine, in
+    /// both directions and from a start key; then committed as one batch.
+    #[test]
+    fn scan_merges_buffer_with_engine_both_ways() {
+        let dir = tempfile::tempdir().unwrap();
+        let st = store(dir.path());
+        let mut t = Tx::new(&st);
+        for k in ["pa", "pc", "pe", "pg", "q1"] {
+            t.put(k.as_bytes().to_vec(), b"old".to_vec());
+        }
+        t.commit().unwrap();
+
+        let mut t = Tx::new(&st);
+        t.put(b"pb".to_vec(), b"new".to_vec()); // insert between engine keys
+        t.put(b"pc".to_vec(), b"new".to_vec()); // shadow an engine key
+        t.delete(b"pe".to_vec()); // hide an engine key
+        t.put(b"ph".to_vec(), b"new".to_vec()); // after the last engine key
+        let fwd = walk(&t, b"p", None, false);
+        assert_eq!(keys(&fwd), ["pa", "pb", "pc", "pg", "ph"]);
+        assert_eq!(fwd[2].1, "new");
+        let rev = walk(&t, b"p", None, true);
+        assert_eq!(keys(&rev), ["ph", "pg", "pc", "pb", "pa"]);
+        assert_eq!(
+            keys(&walk(&t, b"p", Some(b"pc"), false)),
+            ["pc", "pg", "ph"]
+        );
+        assert_eq!(keys(&walk(&t, b"p", Some(b"pd"), true)), ["pc", "pb", "pa"]);
+        assert_eq!(t.get(b"pe").unwrap(), None);
+        assert_eq!(t.get(b"pc").unwrap().unwrap(), b"new");
+
+        // A range delete hides engine keys; later puts in the range show.
+        t.delete_prefix(b"p");
+        assert!(walk(&t, b"p", None, false).is_empty());
+        t.put(b"pz".to_vec(), b"after".to_vec());
+        assert_eq!(keys(&walk(&t, b"p", None, true)), ["pz"]);
+        assert_eq!(t.get(b"pa").unwrap(), None);
+        assert_eq!(keys(&walk(&t, b"q", None, false)), ["q1"]);
+        t.commit().unwrap();
+
+        let t = Tx::new(&st);
+        assert_eq!(keys(&walk(&t, b"p", None, false)), ["pz"]);
+        assert_eq!(keys(&walk(&t, b"q", None, false)), ["q1"]);
+    }
+
+    /// rollback_to undoes puts, deletes and range deletes since the mark.
+    #[test]
+    fn rollback_to_mark_undoes_only_later_changes() {
+        let dir = tempfile::tempdir().unwrap();
+        let st = store(dir.path());
+        let mut t = Tx::new(&st);
+        t.put(b"a1".to_vec(), b"x".to_vec());
+        t.commit().unwrap();
+
+        let mut t = Tx::new(&st);
+        t.enable_undo();
+        t.put(b"a2".to_vec(), b"kept".to_vec());
+        let mark = t.mark();
+        t.put(b"a2".to_vec(), b"changed".to_vec());
+        t.put(b"a3".to_vec(), b"gone".to_vec());
+        t.delete(b"a1".to_vec());
+        t.delete_prefix(b"a");
+        assert!(walk(&t, b"a", None, false).is_empty());
+        t.rollback_to(mark);
+        let got = walk(&t, b"a", None, false);
+        assert_eq!(keys(&got), ["a1", "a2"]);
+        assert_eq!(got[1].1, "kept");
+        t.commit().unwrap();
+        let t = Tx::new(&st);
+        assert_eq!(keys(&walk(&t, b"a", None, false)), ["a1", "a2"]);
+    }
+}
