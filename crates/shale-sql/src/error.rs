@@ -125,6 +125,9 @@ impl Error {
             Error::OutOfRange(..) => 1264,
             Error::DataTooLong(..) => 1406,
             Error::ValueOutOfRange(_) => 1690,
+            // MySQL: a bad date is ER_TRUNCATED_WRONG_VALUE, other values
+            // ER_TRUNCATED_WRONG_VALUE_FOR_FIELD.
+            Error::BadValue { kind, .. } if kind.starts_with("date") || *kind == "time" => 1292,
             Error::BadValue { .. } => 1366,
             Error::BadConversion(..) => 1292,
             Error::ColumnCount(_) => 1136,

@@ -71,8 +71,12 @@ pub fn call(name: &str, args: Vec<Datum>) -> Result<Datum> {
         "CHAR_LENGTH" | "CHARACTER_LENGTH" => {
             text(&a0).map_or(Datum::Null, |s| Datum::Int(s.chars().count() as i64))
         }
-        "LOWER" | "LCASE" => text(&a0).map_or(Datum::Null, |s| Datum::text(&s.to_lowercase())),
-        "UPPER" | "UCASE" => text(&a0).map_or(Datum::Null, |s| Datum::text(&s.to_uppercase())),
+        "LOWER" | "LCASE" => text(&a0).map_or(Datum::Null, |s| {
+            Datum::text(&simple_case(&s, char::to_lowercase))
+        }),
+        "UPPER" | "UCASE" => text(&a0).map_or(Datum::Null, |s| {
+            Datum::text(&simple_case(&s, char::to_uppercase))
+        }),
         "TRIM" => text(&a0).map_or(Datum::Null, |s| Datum::text(s.trim_matches(' '))),
         "LTRIM" => text(&a0).map_or(Datum::Null, |s| Datum::text(s.trim_start_matches(' '))),
         "RTRIM" => text(&a0).map_or(Datum::Null, |s| Datum::text(s.trim_end_matches(' '))),
@@ -199,6 +203,33 @@ pub fn call(name: &str, args: Vec<Datum>) -> Result<Datum> {
             match &a0 {
                 Datum::Null => Datum::Null,
                 Datum::Int(_) | Datum::UInt(_) if places >= 0 => a0,
+                Datum::Int(_) | Datum::UInt(_) | Datum::Decimal(_) if places < 0 => {
+                    // To tens, hundreds, ...: on the integer part.
+                    let d = a0.to_decimal().unwrap_or(Decimal::from_i128(0));
+                    let whole = if name == "ROUND" {
+                        d.rescale(0)
+                    } else {
+                        d.value
+                            .checked_div(10i128.pow(u32::from(d.scale)))
+                            .map(Decimal::from_i128)
+                    }
+                    .ok_or_else(|| Error::OutOfRange("DECIMAL value".into(), 0))?;
+                    let k = 10i128.pow(u32::try_from((-places).min(38)).unwrap_or(38));
+                    let v = whole.value;
+                    let q = if name == "ROUND" {
+                        (v + v.signum() * (k / 2)) / k
+                    } else {
+                        v / k
+                    };
+                    let r = q
+                        .checked_mul(k)
+                        .ok_or_else(|| Error::OutOfRange("DECIMAL value".into(), 0))?;
+                    match a0 {
+                        Datum::Decimal(_) => Datum::Decimal(Decimal::from_i128(r)),
+                        _ => i64::try_from(r)
+                            .map_or(Datum::Decimal(Decimal::from_i128(r)), Datum::Int),
+                    }
+                }
                 Datum::Double(f) => {
                     let m = 10f64.powi(places.clamp(-30, 30) as i32);
                     let v = if name == "ROUND" {
@@ -255,4 +286,18 @@ pub fn call(name: &str, args: Vec<Datum>) -> Result<Datum> {
         "LAST_INSERT_ID" => a0,
         other => return Err(Error::Unsupported(format!("function {other}"))),
     })
+}
+
+/// Case mapping character by character, as MySQL's collations do: a
+/// character whose full mapping is several characters (ß -> SS) is kept.
+fn simple_case<I: ExactSizeIterator<Item = char>>(s: &str, map: impl Fn(char) -> I) -> String {
+    s.chars()
+        .map(|c| {
+            let mut m = map(c);
+            match (m.len(), m.next()) {
+                (1, Some(one)) => one,
+                _ => c,
+            }
+        })
+        .collect()
 }
