@@ -44,6 +44,7 @@ mod index_build;
 mod infoschema;
 mod join;
 mod keycodec;
+mod lone_write;
 mod order;
 mod output;
 mod parallel;

@@ -783,7 +783,16 @@ impl Session {
             return Err(Error::ReadOnlyTransaction);
         }
         if self.txn.is_none() {
-            let txn = self.cat().engine().begin(self.txn_options());
+            let mut options = self.txn_options();
+            if self.autocommit
+                && options.isolation == Isolation::SnapshotIsolation
+                && crate::lone_write::reads_one_row_set(stmt)
+            {
+                // See lone_write.rs: what InnoDB's REPEATABLE READ does
+                // for a write statement that runs alone.
+                options.isolation = Isolation::ReadCommitted;
+            }
+            let txn = self.cat().engine().begin(options);
             self.next_isolation = None;
             self.txn = Some(txn);
             self.explicit = !self.autocommit;
