@@ -55,6 +55,8 @@ pub struct EngineOptions {
     pub cache_size: u64,
     /// Bloom filter bits per key; `None` means no filter.
     pub bloom_bits: Option<u32>,
+    /// Uncompressed bytes of a data block (`--block_size`).
+    pub block_size: u64,
     /// Block compression.
     pub compression: Compression,
     /// Whether `--statistics` was given (engines may enable extra counters).

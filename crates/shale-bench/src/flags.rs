@@ -76,6 +76,9 @@ pub struct Flags {
     pub cache_size: i64,
     /// `--bloom_bits` per key; negative means db_bench's default (no filter), 0 none.
     pub bloom_bits: i32,
+    /// `--block_size`: uncompressed bytes of a data block (db_bench's default 4096, which is
+    /// also RocksDB's and fjall's).
+    pub block_size: u64,
     /// `--use_existing_db`: do not destroy the DB; skip the `fill*` benchmarks.
     pub use_existing_db: bool,
     /// `--db`: the DB directory; empty means a directory under the system temp dir.
@@ -161,6 +164,7 @@ impl Default for Flags {
             write_buffer_size: 64 << 20,
             cache_size: 8 << 20,
             bloom_bits: -1,
+            block_size: 4096,
             use_existing_db: false,
             db: String::new(),
             seed: 0,
@@ -221,6 +225,7 @@ const HELP: &[(&str, &str, &str)] = &[
     ("write_buffer_size", "67108864", "Number of bytes to buffer in memtable before compacting"),
     ("cache_size", "8388608", "Number of bytes to use as a cache of uncompressed data"),
     ("bloom_bits", "-1", "Bloom filter bits per key. Negative means use default (no filter). Zero disables."),
+    ("block_size", "4096", "Number of bytes in a block."),
     ("use_existing_db", "false", "If true, do not destroy the existing database. If you set this flag and also specify a benchmark that wants a fresh database, that benchmark will fail."),
     ("db", "\"\"", "Use the db with the following name (default: <tmp>/shalebenchtest-<user>/dbbench)."),
     ("seed", "0", "Seed base for random number generators. When 0 it is derived from the current time."),
@@ -379,6 +384,7 @@ impl Flags {
             "write_buffer_size" => self.write_buffer_size = parse_num(name, v)?,
             "cache_size" => self.cache_size = parse_num(name, v)?,
             "bloom_bits" => self.bloom_bits = parse_num(name, v)?,
+            "block_size" => self.block_size = parse_num(name, v)?,
             "use_existing_db" => self.use_existing_db = parse_bool(name, v)?,
             "db" => self.db = v.to_string(),
             "seed" => self.seed = parse_num(name, v)?,
@@ -548,6 +554,8 @@ mod tests {
         assert_eq!(f.cache_size, 8_388_608);
         assert_eq!(f.write_buffer_size, 67_108_864);
         assert_eq!(f.bloom_bits_per_key(), None);
+        assert_eq!(f.block_size, 4096);
+        assert_eq!(run(&["--block_size=16384"]).block_size, 16384);
         assert_eq!(f.compression, Compression::Lz4); // snappy mapped
         assert_eq!(f.compression_type, "snappy");
         assert!(f.progress_reports && !f.histogram && !f.sync);

@@ -190,6 +190,7 @@ mod tests {
             write_buffer_size: 0,
             cache_size: 0,
             bloom_bits: None,
+            block_size: 4096,
             compression: Compression::None,
             statistics: false,
             recovery_threads: None,

@@ -36,6 +36,7 @@ pub fn engine_options(flags: &Flags) -> EngineOptions {
         write_buffer_size: flags.write_buffer_size,
         cache_size: u64::try_from(flags.cache_size).unwrap_or(0),
         bloom_bits: flags.bloom_bits_per_key(),
+        block_size: flags.block_size,
         compression: flags.compression,
         statistics: flags.statistics,
         recovery_threads: usize::try_from(flags.recovery_threads).ok(),

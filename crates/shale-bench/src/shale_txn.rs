@@ -112,6 +112,7 @@ mod tests {
             write_buffer_size: 1 << 20,
             cache_size: 1 << 20,
             bloom_bits: None,
+            block_size: 4096,
             compression: crate::Compression::None,
             statistics: false,
             recovery_threads: None,

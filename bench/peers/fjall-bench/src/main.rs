@@ -23,9 +23,12 @@
 //!   larger than 128 MiB (the `recover` benchmark's) is not flushed early because of the
 //!   journal's size;
 //! * `--disable_wal` has no fjall equivalent and is ignored (reported in the header);
-//! * 4 KiB data blocks, fjall's and RocksDB's default; background workers left at fjall's default.
+//! * `--block_size` → the keyspace's data block size (db_bench's default 4 KiB, also fjall's and
+//!   RocksDB's); background workers left at fjall's default.
 
-use fjall::config::{BloomConstructionPolicy, CompressionPolicy, FilterPolicy, FilterPolicyEntry};
+use fjall::config::{
+    BlockSizePolicy, BloomConstructionPolicy, CompressionPolicy, FilterPolicy, FilterPolicyEntry,
+};
 use fjall::{CompressionType, Database, Iter, Keyspace, KeyspaceCreateOptions, PersistMode, Slice};
 use shale_bench::{
     BatchOp, Compression, CursorStart, EngineError, EngineFactory, EngineOptions, KvCursor,
@@ -49,6 +52,15 @@ fn compression(c: Compression) -> CompressionType {
     }
 }
 
+/// `--block_size` as fjall's u32 (4 KiB, the default of all three engines, if it does not fit
+/// or is 0).
+fn block_size(o: &EngineOptions) -> u32 {
+    u32::try_from(o.block_size)
+        .ok()
+        .filter(|&b| b > 0)
+        .unwrap_or(4096)
+}
+
 fn keyspace_options(o: &EngineOptions) -> KeyspaceCreateOptions {
     let filter = match o.bloom_bits {
         // Bits per key as f32: a small integer, exactly representable.
@@ -61,6 +73,7 @@ fn keyspace_options(o: &EngineOptions) -> KeyspaceCreateOptions {
         .max_memtable_size(o.write_buffer_size)
         .filter_policy(filter)
         .data_block_compression_policy(CompressionPolicy::all(compression(o.compression)))
+        .data_block_size_policy(BlockSizePolicy::all(block_size(o)))
         .manual_journal_persist(false)
 }
 

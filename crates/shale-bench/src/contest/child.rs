@@ -121,6 +121,7 @@ pub fn child_args(flags: &Flags, spec: &ChildSpec, engine: &str) -> Vec<String> 
         format!("--write_buffer_size={}", spec.write_buffer_size),
         format!("--cache_size={}", flags.cache_size),
         format!("--bloom_bits={}", flags.bloom_bits),
+        format!("--block_size={}", flags.block_size),
         format!("--compression_type={}", flags.compression_type),
         format!("--sync={}", flags.sync),
         "--progress_reports=0".to_string(),

@@ -391,6 +391,19 @@ impl Db {
         read::get(&self.inner, ro, cf, key)
     }
 
+    /// Reads `key` of column family `cf` into `value` (cleared first):
+    /// `Ok(true)` if found. Reusing `value` across calls saves the
+    /// allocation `get` makes per found key (docs/architecture.md, "Read path").
+    pub fn get_into(
+        &self,
+        ro: &ReadOptions,
+        cf: CfId,
+        key: &[u8],
+        value: &mut Vec<u8>,
+    ) -> Result<bool> {
+        read::get_into(&self.inner, ro, cf, key, value)
+    }
+
     /// An iterator over the default column family.
     pub fn iter(&self, ro: &ReadOptions) -> Result<DbIterator> {
         self.iter_cf(ro, DEFAULT_CF_ID)

@@ -7,11 +7,11 @@ use crate::version::Extent;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-/// The newest version of a key found in one source.
+/// The newest version of a key found in one source (its value is in the
+/// caller's buffer).
 struct Hit {
     kind: ValueKind,
     seq: SequenceNumber,
-    value: Vec<u8>,
 }
 
 /// What a read sees: the super version, then the sequence (in that order:
@@ -31,6 +31,21 @@ pub(crate) fn get(
     cf: u32,
     key: &[u8],
 ) -> Result<Option<Vec<u8>>> {
+    let mut value = Vec::new();
+    Ok(get_into(inner, ro, cf, key, &mut value)?.then_some(value))
+}
+
+/// Point read into the caller's buffer: `Ok(true)` with the value in
+/// `value` (cleared first), `Ok(false)` if absent (`value` then empty). No
+/// allocation once `value` has room, except for block reads on a cache miss.
+pub(crate) fn get_into(
+    inner: &Arc<DbInner>,
+    ro: &ReadOptions,
+    cf: u32,
+    key: &[u8],
+    value: &mut Vec<u8>,
+) -> Result<bool> {
+    value.clear();
     inner.check_open()?;
     // The value files around the sequence: every file a visible BlobIndex
     // points at is in the view (blob/mod.rs, "Lifetime of a value file").
@@ -40,23 +55,28 @@ pub(crate) fn get(
         .cfs
         .get(&cf)
         .ok_or_else(|| Error::ColumnFamilyNotFound(cf.to_string()))?;
-    inner.stats.gets.fetch_add(1, Ordering::Relaxed);
-    match get_in_cf(cfs, key, snapshot)? {
-        Some((ValueKind::BlobIndex, index)) => {
-            crate::blob::reader::read_value(&files, &inner.dir, key, &index).map(Some)
+    inner.stats.gets.add(1);
+    let (hit, max_tomb) = newest_in_cf(cfs, key, snapshot, value)?;
+    match hit.and_then(|h| resolve(h, max_tomb)) {
+        Some(ValueKind::BlobIndex) => {
+            *value = crate::blob::reader::read_value(&files, &inner.dir, key, value)?;
+            Ok(true)
         }
-        Some((_, value)) => Ok(Some(value)),
-        None => Ok(None),
+        Some(_) => Ok(true),
+        None => {
+            value.clear();
+            Ok(false)
+        }
     }
 }
 
 /// Resolves a hit against the newest covering range tombstone seen so far:
-/// the kind (`Put` or `BlobIndex`) and the stored value, or `None`.
-fn resolve(hit: Hit, max_tombstone: SequenceNumber) -> Option<(ValueKind, Vec<u8>)> {
+/// the kind (`Put` or `BlobIndex`; the stored value is the hit's), or `None`.
+fn resolve(hit: Hit, max_tombstone: SequenceNumber) -> Option<ValueKind> {
     if hit.seq < max_tombstone || !hit.kind.is_value() {
         return None;
     }
-    Some((hit.kind, hit.value))
+    Some(hit.kind)
 }
 
 /// The newest visible value entry of `key` at `snapshot`, unresolved: a
@@ -66,8 +86,11 @@ pub(crate) fn get_in_cf(
     key: &[u8],
     snapshot: SequenceNumber,
 ) -> Result<Option<(ValueKind, Vec<u8>)>> {
-    let (hit, max_tomb) = newest_in_cf(cfs, key, snapshot)?;
-    Ok(hit.and_then(|h| resolve(h, max_tomb)))
+    let mut value = Vec::new();
+    let (hit, max_tomb) = newest_in_cf(cfs, key, snapshot, &mut value)?;
+    Ok(hit
+        .and_then(|h| resolve(h, max_tomb))
+        .map(|kind| (kind, value)))
 }
 
 /// The newest entry of `key` in `cf` including unpublished writes,
@@ -101,40 +124,43 @@ pub(crate) fn latest_seq_of(
         .cfs
         .get(&cf)
         .ok_or_else(|| Error::ColumnFamilyNotFound(cf.to_string()))?;
-    let (hit, max_tomb) = newest_in_cf(cfs, key, MAX_SEQUENCE)?;
+    let (hit, max_tomb) = newest_in_cf(cfs, key, MAX_SEQUENCE, &mut Vec::new())?;
     let newest = hit.map_or(0, |h| h.seq).max(max_tomb);
     Ok((newest > 0).then_some(newest))
 }
 
 /// The newest version of `key` at or below `snapshot`, and the newest range
 /// tombstone covering `key` seen in the sources searched before it (sources
-/// are searched newest first, so older tombstones cannot matter).
+/// are searched newest first, so older tombstones cannot matter). The hit's
+/// value is copied into `value`.
 fn newest_in_cf(
     cfs: &CfSuper,
     key: &[u8],
     snapshot: SequenceNumber,
+    value: &mut Vec<u8>,
 ) -> Result<(Option<Hit>, SequenceNumber)> {
     let mut max_tomb = 0;
     for mem in std::iter::once(&cfs.mem).chain(cfs.imm.iter()) {
         max_tomb = max_tomb.max(mem.max_covering_tombstone(key, snapshot));
         if let Some(g) = mem.get(key, snapshot) {
+            value.clear();
+            value.extend_from_slice(g.value);
             let hit = Hit {
                 kind: g.kind,
                 seq: g.seq,
-                value: g.value.to_vec(),
             };
             return Ok((Some(hit), max_tomb));
         }
     }
     let v = &cfs.version;
     for run in &v.l0 {
-        if let Some(hit) = get_in_run(&run.extents, key, snapshot, true, &mut max_tomb)? {
+        if let Some(hit) = get_in_run(&run.extents, key, snapshot, true, &mut max_tomb, value)? {
             return Ok((Some(hit), max_tomb));
         }
     }
     for (i, level) in v.levels.iter().enumerate() {
         let pin = i == 0;
-        if let Some(hit) = get_in_run(level, key, snapshot, pin, &mut max_tomb)? {
+        if let Some(hit) = get_in_run(level, key, snapshot, pin, &mut max_tomb, value)? {
             return Ok((Some(hit), max_tomb));
         }
     }
@@ -150,13 +176,14 @@ fn get_in_run(
     snapshot: SequenceNumber,
     pin: bool,
     max_tomb: &mut SequenceNumber,
+    value: &mut Vec<u8>,
 ) -> Result<Option<Hit>> {
     let start = run.partition_point(|e| e.meta.largest.as_slice() < key);
     for ext in run.get(start..).unwrap_or(&[]) {
         if ext.meta.smallest.as_slice() > key {
             break;
         }
-        let reader = ext.reader(pin)?;
+        let reader = ext.reader_ref(pin)?;
         if ext.meta.num_range_deletions > 0 {
             for (b, e, s) in reader.range_tombstones()? {
                 if s <= snapshot && b.as_slice() <= key && key < e.as_slice() {
@@ -164,8 +191,8 @@ fn get_in_run(
                 }
             }
         }
-        if let Some((kind, seq, value)) = reader.get(key, snapshot)? {
-            return Ok(Some(Hit { kind, seq, value }));
+        if let Some((kind, seq)) = reader.get_into(key, snapshot, value)? {
+            return Ok(Some(Hit { kind, seq }));
         }
     }
     Ok(None)

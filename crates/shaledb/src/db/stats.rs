@@ -13,7 +13,8 @@ pub(crate) struct DbStats {
     pub write_ops: AtomicU64,
     /// Bytes of user data inserted into memtables (keys + values).
     pub user_bytes_written: AtomicU64,
-    pub gets: AtomicU64,
+    /// Point reads; sharded: every get bumps it (`util/counter.rs`).
+    pub gets: crate::util::counter::ShardedCounter,
     pub stall_micros: AtomicU64,
     pub flushes: AtomicU64,
     pub flushes_to_l0: AtomicU64,
@@ -250,7 +251,7 @@ fn stats_string(inner: &DbInner) -> String {
         ld(&s.write_groups),
         ld(&s.user_bytes_written)
     );
-    let _ = writeln!(out, "gets: {}", ld(&s.gets));
+    let _ = writeln!(out, "gets: {}", s.gets.get());
     let _ = writeln!(
         out,
         "flushes: {} ({} to L0), bytes written {}",

@@ -42,6 +42,15 @@ pub trait WritableFile: Send + Sync {
 pub trait RandomAccessFile: Send + Sync {
     /// Fills `buf` from `offset`; a short file is an `UnexpectedEof` I/O error.
     fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> Result<()>;
+    /// Reads exactly `len` bytes at `offset` into a new vector. The default
+    /// zero-fills it and calls `read_exact_at`; the POSIX file reads into
+    /// uninitialised capacity instead (a block read on a cache miss then
+    /// saves a memset of the block).
+    fn read_vec_at(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
+        let mut v = vec![0u8; len];
+        self.read_exact_at(offset, &mut v)?;
+        Ok(v)
+    }
     /// Current size in bytes.
     fn len(&self) -> Result<u64>;
     /// True if the file is empty.

@@ -79,6 +79,39 @@ impl RandomAccessFile for PosixRandom {
             .read_exact_at(buf, offset)
             .map_err(|e| Error::io("pread", &self.path, e))
     }
+    fn read_vec_at(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
+        let err = |e| Error::io("pread", &self.path, e);
+        let mut v: Vec<u8> = Vec::with_capacity(len);
+        while v.len() < len {
+            let at = offset
+                .checked_add(v.len() as u64)
+                .and_then(|o| libc::off_t::try_from(o).ok())
+                .ok_or_else(|| err(std::io::Error::from(std::io::ErrorKind::InvalidInput)))?;
+            let want = len - v.len();
+            let spare = v.spare_capacity_mut();
+            // SAFETY: `spare` is writable memory owned by `v` of at least
+            // `want` bytes (capacity >= len); pread writes at most `want`
+            // bytes there and nothing reads them before it returns.
+            let n =
+                unsafe { libc::pread(self.file.as_raw_fd(), spare.as_mut_ptr().cast(), want, at) };
+            match usize::try_from(n) {
+                Ok(0) => return Err(err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof))),
+                Ok(n) => {
+                    let new_len = v.len() + n.min(want);
+                    // SAFETY: pread initialised the first `n` (<= `want`)
+                    // bytes after the old length.
+                    unsafe { v.set_len(new_len) };
+                }
+                Err(_) => {
+                    let e = std::io::Error::last_os_error();
+                    if e.kind() != std::io::ErrorKind::Interrupted {
+                        return Err(err(e));
+                    }
+                }
+            }
+        }
+        Ok(v)
+    }
     fn len(&self) -> Result<u64> {
         Ok(self
             .file
@@ -267,6 +300,27 @@ impl FileSystem for PosixFs {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn read_vec_at_matches_read_exact_at_and_reports_eof() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = dir.path().join("f");
+        let data: Vec<u8> = (0..10_000u32).map(|i| (i * 7 % 251) as u8).collect();
+        std::fs::write(&p, &data).expect("write");
+        let f = PosixRandom {
+            file: File::open(&p).expect("open"),
+            path: p.clone(),
+        };
+        for (off, len) in [(0usize, 0usize), (0, 10_000), (123, 4096), (9_999, 1)] {
+            let v = f.read_vec_at(off as u64, len).expect("read");
+            assert_eq!(v, data[off..off + len]);
+            let mut b = vec![0u8; len];
+            f.read_exact_at(off as u64, &mut b).expect("read");
+            assert_eq!(v, b);
+        }
+        let e = f.read_vec_at(9_000, 2_000).expect_err("past the end");
+        assert!(e.to_string().contains("pread"), "{e}");
+    }
 
     #[test]
     fn second_lock_on_same_file_is_refused() {

@@ -10,13 +10,16 @@
 //! Seeking: binary search over the restart points (their keys are stored
 //! whole, so no key is rebuilt during the search), then a linear scan of at
 //! most `restart_interval` entries. Example: with restarts at `a, m, t` and
-//! target `p`, the search picks the `m` run and scans `m, n, p`.
+//! target `p`, the search picks the `m` run and scans `m, n, p`. A block with
+//! many restart points (an index block) gets in-memory key heads when it is
+//! decoded, and the search runs on those (`block_heads.rs`).
 //!
 //! `prev` has no back links: it goes back to the restart point before the
 //! current entry and scans forward, as in LevelDB.
 //!
 //! Keys are internal keys ordered by [`compare_internal_keys`].
 
+use super::block_heads::{self, head_of, MIN_RESTARTS_FOR_HEADS};
 use crate::error::{Error, Result};
 use crate::iter::InternalIterator;
 use crate::types::{compare_internal_keys, TRAILER_LEN};
@@ -85,6 +88,12 @@ pub struct Block {
     restart_offset: usize,
     /// Number of restart points (0 for a raw, entry-less block such as a filter).
     num_restarts: usize,
+    /// Heads of the restart keys (`block_heads.rs`), one per restart point,
+    /// if the block has at least `MIN_RESTARTS_FOR_HEADS` of them.
+    heads: Option<Box<[u64]>>,
+    /// Count the last cache line of heads with the portable loop even where
+    /// SIMD is available (tests force it to cover both paths).
+    portable: bool,
 }
 
 /// Decoded entry header: `(shared, unshared, value_len, offset of the key delta)`.
@@ -122,10 +131,12 @@ impl Block {
             return None;
         }
         let restart_offset = len.checked_sub(4)?.checked_sub(n.checked_mul(4)?)?;
-        let block = Block {
+        let mut block = Block {
             data,
             restart_offset,
             num_restarts: n,
+            heads: None,
+            portable: false,
         };
         // Restart 0 is at 0; offsets strictly increase and point at entries
         // (an entry-less block has exactly the one restart at 0).
@@ -141,7 +152,53 @@ impl Block {
             }
             prev = Some(r);
         }
+        if n >= MIN_RESTARTS_FOR_HEADS {
+            block.heads = block_heads::build((0..n).map(|i| block.restart_key(i)));
+        }
         Some(block)
+    }
+
+    /// Test hook: drop the heads (plain restart search) and/or force the
+    /// portable head count.
+    #[cfg(test)]
+    pub(crate) fn set_search_mode(&mut self, heads: bool, portable: bool) {
+        if !heads {
+            self.heads = None;
+        }
+        self.portable = portable;
+    }
+
+    /// Whether the block carries key heads.
+    #[cfg(test)]
+    pub(crate) fn has_heads(&self) -> bool {
+        self.heads.is_some()
+    }
+
+    /// Number of restart keys `< target`, from the heads; `None` if the
+    /// block or the target has none. Restart keys whose head equals the
+    /// target's are compared in full (binary search among them).
+    #[inline]
+    fn restarts_below(&self, target: &[u8]) -> Option<Result<usize, ()>> {
+        let heads = self.heads.as_deref()?;
+        let th = head_of(target)?;
+        let lo = heads_below(heads, th, self.portable);
+        let hi = match th.checked_add(1) {
+            Some(t1) => heads_below(heads, t1, self.portable),
+            None => heads.len(),
+        };
+        let (mut a, mut b) = (lo, hi);
+        while a < b {
+            let mid = a + (b - a) / 2;
+            let Some(k) = self.restart_key(mid) else {
+                return Some(Err(()));
+            };
+            if cmp_internal(k, target) == Ordering::Less {
+                a = mid + 1;
+            } else {
+                b = mid;
+            }
+        }
+        Some(Ok(a))
     }
 
     /// Wraps bytes that are not an entry block (the filter); iterating it
@@ -151,6 +208,8 @@ impl Block {
             data,
             restart_offset: 0,
             num_restarts: 0,
+            heads: None,
+            portable: false,
         }
     }
 
@@ -161,7 +220,9 @@ impl Block {
 
     /// Bytes of memory held by this block (for cache charging).
     pub fn memory_usage(&self) -> usize {
-        self.data.capacity() + std::mem::size_of::<Block>()
+        self.data.capacity()
+            + self.heads.as_ref().map_or(0, |h| h.len() * 8)
+            + std::mem::size_of::<Block>()
     }
 
     /// Number of restart points.
@@ -200,6 +261,25 @@ impl Block {
         }
         self.data.get(key_start..end)
     }
+}
+
+/// Number of `heads` (sorted) below `t`: binary search down to one cache
+/// line (8 heads), then a SIMD or portable count of that line.
+#[inline]
+fn heads_below(heads: &[u64], t: u64, portable: bool) -> usize {
+    // Invariant: heads[..base] < t and heads[base + len..] >= t.
+    let (mut base, mut len) = (0usize, heads.len());
+    while len > 8 {
+        let half = len / 2;
+        match heads.get(base + half) {
+            Some(&h) if h < t => {
+                base += half + 1;
+                len -= half + 1;
+            }
+            _ => len = half,
+        }
+    }
+    base + block_heads::count_less(heads.get(base..base + len).unwrap_or_default(), t, portable)
 }
 
 /// A cursor over the entries of a [`Block`].
@@ -372,6 +452,15 @@ where
         // Last restart point whose key is < target (or 0).
         let (mut left, mut right) = (0usize, n - 1);
         let mut left_is_less = false;
+        match self.block.restarts_below(target) {
+            Some(Ok(below)) => {
+                left = below.saturating_sub(1);
+                left_is_less = below > 0;
+                right = left;
+            }
+            Some(Err(())) => return Err(self.corrupt("bad restart entry")),
+            None => {}
+        }
         while left < right {
             let mid = left + (right - left).div_ceil(2);
             let Some(k) = self.block.restart_key(mid) else {

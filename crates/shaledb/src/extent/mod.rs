@@ -39,6 +39,7 @@
 
 pub mod block;
 pub mod block_builder;
+mod block_heads;
 pub mod builder;
 pub mod compression;
 pub mod extent_iter;

@@ -14,7 +14,9 @@
 //! block + trailer, or a cache hit), binary-searches its restart points and
 //! scans to the first entry `>= k@42`; if its user key is `k` that is the
 //! newest version visible at snapshot 42. Key buffers come from a
-//! thread-local scratch, so a lookup allocates only the returned value.
+//! thread-local scratch, so a lookup allocates only the returned value
+//! (nothing with [`ExtentReader::get_into`] and a reused buffer), plus the
+//! block read on a cache miss.
 //!
 //! Every stored block is verified before use: checksum (over contents and
 //! type byte), compression type, decompression, restart array. Failures are
@@ -299,8 +301,7 @@ impl ExtentReader {
             .checked_add(BLOCK_TRAILER_LEN as u64)
             .and_then(|l| usize::try_from(l).ok())
             .ok_or_else(|| loc.corrupt("block size overflows"))?;
-        let mut stored = vec![0u8; len];
-        self.file.read_exact_at(loc.offset, &mut stored)?;
+        let stored = self.file.read_vec_at(loc.offset, len)?;
         decode_stored_block(stored, kind, loc)
     }
 
@@ -362,12 +363,29 @@ impl ExtentReader {
     }
 
     /// Newest entry of `user_key` with seq <= `snapshot` in this extent
-    /// (point entries), probing the filter first.
+    /// (point entries), probing the filter first. (The engine uses
+    /// [`ExtentReader::get_into`]; tests and benches use this.)
+    #[cfg(any(test, feature = "test-hooks"))]
     pub fn get(
         &self,
         user_key_: &[u8],
         snapshot: SequenceNumber,
     ) -> Result<Option<(ValueKind, SequenceNumber, Vec<u8>)>> {
+        let mut value = Vec::new();
+        Ok(self
+            .get_into(user_key_, snapshot, &mut value)?
+            .map(|(kind, seq)| (kind, seq, value)))
+    }
+
+    /// Like [`ExtentReader::get`], but the value is copied into `value`
+    /// (cleared first; untouched if nothing is found), so a caller that
+    /// reuses its buffer allocates nothing.
+    pub fn get_into(
+        &self,
+        user_key_: &[u8],
+        snapshot: SequenceNumber,
+        value: &mut Vec<u8>,
+    ) -> Result<Option<(ValueKind, SequenceNumber)>> {
         if self.props.num_entries == 0
             || user_key_ < user_key(&self.props.smallest_key)
             || user_key_ > user_key(&self.props.largest_key)
@@ -377,11 +395,11 @@ impl ExtentReader {
         }
         SCRATCH.with(|cell| match cell.try_borrow_mut() {
             Ok(mut s) => {
-                let r = self.get_inner(user_key_, snapshot, &mut s);
+                let r = self.get_inner(user_key_, snapshot, &mut s, value);
                 s.trim();
                 r
             }
-            Err(_) => self.get_inner(user_key_, snapshot, &mut Scratch::default()),
+            Err(_) => self.get_inner(user_key_, snapshot, &mut Scratch::default(), value),
         })
     }
 
@@ -390,7 +408,8 @@ impl ExtentReader {
         uk: &[u8],
         snapshot: SequenceNumber,
         s: &mut Scratch,
-    ) -> Result<Option<(ValueKind, SequenceNumber, Vec<u8>)>> {
+        value: &mut Vec<u8>,
+    ) -> Result<Option<(ValueKind, SequenceNumber)>> {
         s.lookup.clear();
         append_internal_key(&mut s.lookup, uk, snapshot.min(MAX_SEQUENCE), KIND_FOR_SEEK);
         // Borrowed cursors: no reference counts touched except the data
@@ -426,7 +445,9 @@ impl ExtentReader {
                     .filter(|p| p.kind != ValueKind::RangeDelete)
                     .ok_or_else(|| self.loc(h.offset).corrupt("bad internal key in data block"))?;
                 if p.user_key == uk {
-                    found = Some((p.kind, p.seq, data.value().to_vec()));
+                    value.clear();
+                    value.extend_from_slice(data.value());
+                    found = Some((p.kind, p.seq));
                 }
                 s.data_key = data.into_key_buffer();
                 break;

@@ -1,2 +1,3 @@
-//! Small shared helpers: encoding.
+//! Small shared helpers: encoding, sharded counters.
 pub mod coding;
+pub(crate) mod counter;

@@ -43,8 +43,14 @@ impl Extent {
     /// The reader, opened on first use. `pin` keeps index and filter in memory
     /// (L0/L1); otherwise they are read through the block cache.
     pub fn reader(&self, pin: bool) -> Result<Arc<ExtentReader>> {
+        self.reader_ref(pin).cloned()
+    }
+
+    /// Like [`Extent::reader`], borrowed: point reads use it so that they
+    /// touch no reference count shared with other readers.
+    pub fn reader_ref(&self, pin: bool) -> Result<&Arc<ExtentReader>> {
         if let Some(r) = self.reader.get() {
-            return Ok(r.clone());
+            return Ok(r);
         }
         let m = &self.meta;
         let file = self.space.file(m.file_number)?;
@@ -58,7 +64,7 @@ impl Extent {
             pin,
         )?;
         // Two threads may race to open; either reader is equivalent.
-        Ok(self.reader.get_or_init(|| r).clone())
+        Ok(self.reader.get_or_init(|| r))
     }
 
     /// Called once an installed edit removed this extent: its slot is freed
