@@ -97,16 +97,11 @@ def main():
     names = args.servers.split(",")
     times, loads = {}, {}
     for name in names:
-        server = {"shale": lambda: sb.Shale(tmp, False),
-                  "innodb": lambda: sb.Maria(tmp, False, "innodb"),
-                  "myrocks": lambda: sb.Maria(tmp, False, "rocksdb")}[name]()
+        server = sb.make_server(name, tmp)
         server.start()
         try:
             t0 = time.time()
-            subprocess.run(["sysbench", "oltp_read_only", "--db-driver=mysql", "--mysql-host=127.0.0.1",
-                            f"--mysql-port={server.port}", f"--mysql-user={sb.USER}",
-                            f"--mysql-password={sb.PASSWORD}", f"--mysql-db={sb.DBNAME}", "--tables=1",
-                            f"--table-size={args.rows}", "prepare"], check=True, capture_output=True)
+            sb.prepare_table(server, args.rows)
             print(f"# {name}: prepared {args.rows} rows in {time.time() - t0:.1f} s", flush=True)
             for label, sql in DDL:
                 el, err = timed(server, sql)

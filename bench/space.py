@@ -8,7 +8,8 @@ it is started again, half the rows get a new `c` (UPDATE ... WHERE id % 2 = 0, i
 compact` on the stopped directory; MyRocks: SET GLOBAL rocksdb_compact_cf='default') and
 measured a third time (InnoDB has no such step). What is measured, per engine:
 
-  ShaleDB  every file of the data directory except WAL segments (NNNNNN.log)
+  ShaleDB  every file of the data directory except WAL segments (NNNNNN.log); and at the end the
+           bytes of the extents in use (data files keep freed 2 MB extent slots for reuse)
   InnoDB   the table's tablespace (sbtest/sbtest1.ibd); the shared system tablespace and redo
            logs are left out
   MyRocks  every file of #rocksdb except its WAL (*.log)
@@ -39,6 +40,14 @@ def tree_bytes(root, skip):
     return total
 
 
+def shale_live_bytes(server):
+    """Bytes of the extents in use (`shale stats`): data files keep freed extent slots for reuse,
+    so after a compaction the files can be larger than what they hold."""
+    out = subprocess.run([os.path.join(sb.REPO, "target", "release", "shale"), "--db", server.dir,
+                          "stats"], check=True, capture_output=True, text=True).stdout
+    return sum(int(m) for m in re.findall(r"extents, (\d+) bytes", out))
+
+
 def measure(server):
     if server.name == "shale":
         return tree_bytes(server.dir, lambda f: re.fullmatch(r"\d+\.log", f) is not None)
@@ -65,15 +74,9 @@ def main():
     names = args.servers.split(",")
     out = {}
     for name in names:
-        server = {"shale": lambda: sb.Shale(tmp, False),
-                  "innodb": lambda: sb.Maria(tmp, False, "innodb"),
-                  "myrocks": lambda: sb.Maria(tmp, False, "rocksdb")}[name]()
+        server = sb.make_server(name, tmp)
         server.start()
-        subprocess.run(["sysbench", "oltp_read_only", "--db-driver=mysql", "--mysql-host=127.0.0.1",
-                        f"--mysql-port={server.port}", f"--mysql-user={sb.USER}",
-                        f"--mysql-password={sb.PASSWORD}", f"--mysql-db={sb.DBNAME}", "--tables=1",
-                        f"--table-size={args.rows}"]
-                       + ["prepare"], check=True, capture_output=True)
+        sb.prepare_table(server, args.rows)
         server.stop()
         loaded = measure(server)
         server.start()
@@ -94,14 +97,16 @@ def main():
             client(server, "SET GLOBAL rocksdb_compact_cf='default'")
             server.stop()
             compacted = measure(server)
-        out[name] = (loaded, updated, compacted)
+        live = shale_live_bytes(server) if name == "shale" else None
+        out[name] = (loaded, updated, compacted, live)
         print(f"{name:8} loaded {loaded / 2**20:8.1f} MiB  updated {updated / 2**20:8.1f} MiB  "
               f"compacted {'-' if compacted is None else f'{compacted / 2**20:.1f}'} MiB", flush=True)
     mib = lambda v: "-" if v is None else f"{v / 2**20:.1f}"
     print(f"\n{args.rows} rows, MiB\n")
     print("| | " + " | ".join(names) + " |")
     print("|---|" + "---:|" * len(names))
-    for i, label in enumerate(["after load", "after updating half", "after a full compaction"]):
+    for i, label in enumerate(["after load", "after updating half", "after a full compaction",
+                               "ShaleDB: extents in use at the end"]):
         print(f"| {label} | " + " | ".join(mib(out[n][i]) for n in names) + " |")
 
 

@@ -117,9 +117,11 @@ class Maria:
     def start(self):
         self.port = free_port()
         data = os.path.join(self.dir, "data")
+        fresh = not os.path.exists(os.path.join(data, "mysql"))
         os.makedirs(data, exist_ok=True)
-        sh(["mariadb-install-db", "--no-defaults", "--user=root", f"--datadir={data}",
-            "--auth-root-authentication-method=normal", "--skip-test-db"])
+        if fresh:
+            sh(["mariadb-install-db", "--no-defaults", "--user=root", f"--datadir={data}",
+                "--auth-root-authentication-method=normal", "--skip-test-db"])
         flush = "1" if self.sync else "2"
         args = ["mariadbd", "--no-defaults", "--user=root", f"--datadir={data}",
                 f"--socket={self.dir}/s.sock", f"--port={self.port}", "--bind-address=127.0.0.1",
@@ -133,6 +135,8 @@ class Maria:
                      "--default-storage-engine=rocksdb"]
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         wait_port(self.port, self.proc)
+        if not fresh:
+            return
         sh(["mariadb", "--no-defaults", f"--socket={self.dir}/s.sock", "-uroot", "-e",
             f"CREATE DATABASE {DBNAME}; CREATE USER '{USER}'@'127.0.0.1' IDENTIFIED BY "
             f"'{PASSWORD}'; GRANT ALL ON *.* TO '{USER}'@'127.0.0.1'"])
@@ -140,6 +144,22 @@ class Maria:
     def stop(self):
         self.proc.send_signal(signal.SIGTERM)
         self.proc.wait(timeout=300)
+
+
+def make_server(name, tmp, sync=False):
+    """A server of the comparison by name: shale, innodb or myrocks (not started)."""
+    if name == "shale":
+        return Shale(tmp, sync)
+    return Maria(tmp, sync, "innodb" if name == "innodb" else "rocksdb")
+
+
+def prepare_table(server, rows):
+    """One sbtest table of `rows` rows (sysbench's prepare), as bench/aggregate.py, ddl.py and
+    space.py load it."""
+    subprocess.run(["sysbench", "oltp_read_only", "--db-driver=mysql", "--mysql-host=127.0.0.1",
+                    f"--mysql-port={server.port}", f"--mysql-user={USER}",
+                    f"--mysql-password={PASSWORD}", f"--mysql-db={DBNAME}", "--tables=1",
+                    f"--table-size={rows}", "prepare"], check=True, capture_output=True)
 
 
 def sysbench(server, script, phase, args, threads=1):

@@ -3,8 +3,8 @@
 //! scan merge (`Groups::merge`).
 
 use crate::error::{Error, Result};
+use crate::executor::group_key;
 use crate::expr::{AggCall, AggFunc, BExpr};
-use crate::select::group_key;
 use crate::types::{sort_order, Datum, Decimal};
 use std::cmp::Ordering;
 use std::collections::{HashMap, HashSet};

@@ -10,9 +10,10 @@
 
 use crate::catalog::{Catalog, TableDef};
 use crate::error::{Error, Result};
+use crate::executor::{Executor, Rows};
 use crate::expr::{ident_name, BExpr, Binder, Scope, ScopeCol, SessionFacts};
 use crate::index;
-use crate::select::{Executor, Planner, Rows, SelectPlan, TableRef};
+use crate::select::{Planner, SelectPlan, TableRef};
 use crate::types::{coerce, compare, sort_order, DateTime, Datum};
 use shaledb::txn::Txn;
 use sqlparser::ast;

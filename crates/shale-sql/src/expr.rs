@@ -603,7 +603,7 @@ impl EvalCx<'_> {
             .collect();
         let key = (
             plan as *const SelectPlan as usize,
-            crate::select::group_key(&outer_values),
+            crate::executor::group_key(&outer_values),
         );
         if let Some(r) = self.subquery_cache.borrow().get(&key) {
             return Ok(r.clone());

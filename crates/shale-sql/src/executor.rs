@@ -1,0 +1,629 @@
+//! SELECT execution (docs/tables.md, "Access paths", "Joins"): nested
+//! loops over the tables' access paths (or hash tables, `join.rs`), filters
+//! placed at the first table that has their columns, grouping through
+//! `aggregate.rs` (in parallel partitions when `parallel.rs` allows), then
+//! the sort (skipped when the read order is ORDER BY's, bounded under a
+//! LIMIT), DISTINCT and OFFSET/LIMIT. Plans come from `select.rs`.
+
+use crate::access::{self, KeyRange};
+use crate::aggregate::{AggState, Groups};
+use crate::catalog::{Catalog, TableDef};
+use crate::error::{Error, Result};
+use crate::expr::{BExpr, EvalCx, SubqueryCache};
+use crate::index;
+use crate::output::{conform, ColumnMeta};
+use crate::select::SelectPlan;
+use crate::types::{sort_order, Datum, Decimal};
+use shaledb::txn::Txn;
+use std::cell::RefCell;
+use std::cmp::Ordering;
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
+
+/// Executes plans inside a transaction.
+pub struct Executor<'a> {
+    pub cat: &'a Catalog,
+    pub txn: &'a Txn,
+    pub params: &'a [Datum],
+    pub interrupt: Option<&'a AtomicBool>,
+    pub subquery_cache: RefCell<SubqueryCache>,
+    /// Outer rows of the correlated subqueries being run, innermost last
+    /// (`EvalCx::outer`).
+    outer_rows: RefCell<Vec<std::rc::Rc<Vec<Datum>>>>,
+    /// Hash-join tables built in this statement, by plan address and table
+    /// position; `None`: too big, joined by nested loop.
+    hash_tables: RefCell<HashMap<(usize, usize), Option<SharedHashTable>>>,
+    /// The statement runs alone in its transaction (autocommit, read
+    /// only): an aggregate scan may read a fresh snapshot in parallel
+    /// partitions instead of going through the transaction.
+    pub allow_parallel: bool,
+    /// Counts the scans that ran in parallel.
+    pub parallel_scans: Option<&'a std::sync::atomic::AtomicU64>,
+}
+
+/// A row source for the first table, replacing its access path (rows
+/// already read and locked by UPDATE/DELETE/FOR UPDATE).
+pub type Rows = Vec<(Vec<u8>, Vec<Datum>)>;
+
+/// Receives joined rows with their tables' primary keys; false stops.
+pub type RowSink<'a> = dyn FnMut(&[Datum], &[Vec<u8>]) -> Result<bool> + 'a;
+
+/// A hash-join table: rows (primary key and values) by join-key.
+type HashTable = HashMap<Vec<u8>, Vec<(Vec<u8>, Vec<Datum>)>>;
+type SharedHashTable = std::rc::Rc<HashTable>;
+
+/// Result columns and rows.
+pub type ResultSet = (Vec<ColumnMeta>, Vec<Vec<Datum>>);
+
+impl<'a> Executor<'a> {
+    pub fn new(
+        cat: &'a Catalog,
+        txn: &'a Txn,
+        params: &'a [Datum],
+        interrupt: Option<&'a AtomicBool>,
+    ) -> Self {
+        Executor {
+            cat,
+            txn,
+            params,
+            interrupt,
+            subquery_cache: RefCell::new(HashMap::new()),
+            outer_rows: RefCell::new(Vec::new()),
+            hash_tables: RefCell::new(HashMap::new()),
+            allow_parallel: false,
+            parallel_scans: None,
+        }
+    }
+
+    pub fn with_cx<R>(&self, aggs: &[Datum], f: impl FnOnce(&EvalCx<'_>) -> R) -> R {
+        let run = |p: &SelectPlan, outer: &[Datum]| self.run_subquery(p, outer);
+        let outer = self.outer_rows.borrow().last().cloned();
+        let cx = EvalCx {
+            params: self.params,
+            aggs,
+            outer: outer.as_deref().map_or(&[], |v| v.as_slice()),
+            run_subquery: &run,
+            subquery_cache: &self.subquery_cache,
+        };
+        f(&cx)
+    }
+
+    /// Runs a subquery; a correlated one sees `outer` as the outer row.
+    fn run_subquery(&self, plan: &SelectPlan, outer: &[Datum]) -> Result<Vec<Vec<Datum>>> {
+        if plan.outer_refs.is_empty() {
+            return self.run(plan).map(|(_, rows)| rows);
+        }
+        self.outer_rows
+            .borrow_mut()
+            .push(std::rc::Rc::new(outer.to_vec()));
+        let r = self.run(plan);
+        self.outer_rows.borrow_mut().pop();
+        r.map(|(_, rows)| rows)
+    }
+
+    fn check_interrupt(&self) -> Result<()> {
+        if self
+            .interrupt
+            .is_some_and(|f| f.load(AtomicOrdering::Relaxed))
+        {
+            return Err(Error::Interrupted);
+        }
+        Ok(())
+    }
+
+    /// Reads the rows of `def` in `range`, calling `f(pk_key, row)` until
+    /// it returns false. Returns false if stopped early.
+    pub fn read_range(
+        &self,
+        def: &TableDef,
+        needed: Option<&[bool]>,
+        range: &KeyRange,
+        f: &mut dyn FnMut(Vec<u8>, Vec<Datum>) -> Result<bool>,
+    ) -> Result<bool> {
+        let cf = self.cat.data_cf;
+        match range {
+            KeyRange::Empty => Ok(true),
+            KeyRange::Point(key) => match self.txn.get_cf(cf, key)? {
+                Some(v) => f(key.clone(), def.decode_row_projected(&v, needed)?),
+                None => Ok(true),
+            },
+            KeyRange::Range {
+                index: ix,
+                lo,
+                hi,
+                covering,
+                reverse,
+                ..
+            } => {
+                let index = def.indexes.get(*ix).ok_or_else(|| Error::RowCorrupt {
+                    table: def.qualified(),
+                    reason: "index out of range".into(),
+                })?;
+                let mut it = self.txn.iter_cf(cf, Some(lo), hi.as_deref())?;
+                if *reverse {
+                    it.seek_to_last()?;
+                } else {
+                    it.seek_to_first()?;
+                }
+                let mut n = 0u32;
+                while it.valid() {
+                    n = n.wrapping_add(1);
+                    if n.is_multiple_of(1024) {
+                        self.check_interrupt()?;
+                    }
+                    let (key, row) = if index.primary {
+                        (
+                            it.key().to_vec(),
+                            def.decode_row_projected(it.value(), needed)?,
+                        )
+                    } else if *covering {
+                        let bad = || Error::RowCorrupt {
+                            table: def.qualified(),
+                            reason: format!("bad entry in index {}", index.name),
+                        };
+                        let row = index::covering_row(def, index, it.key(), it.value())
+                            .ok_or_else(bad)?;
+                        let pk =
+                            index::pk_of_entry(def, index, it.key(), it.value()).ok_or_else(bad)?;
+                        (index::pk_key(def, &pk), row)
+                    } else {
+                        let pk = index::pk_of_entry(def, index, it.key(), it.value()).ok_or_else(
+                            || Error::RowCorrupt {
+                                table: def.qualified(),
+                                reason: format!("bad entry in index {}", index.name),
+                            },
+                        )?;
+                        let key = index::pk_key(def, &pk);
+                        let bytes =
+                            self.txn
+                                .get_cf(cf, &key)?
+                                .ok_or_else(|| Error::RowCorrupt {
+                                    table: def.qualified(),
+                                    reason: format!("index {} names a missing row", index.name),
+                                })?;
+                        (key, def.decode_row_projected(&bytes, needed)?)
+                    };
+                    if !f(key, row)? {
+                        return Ok(false);
+                    }
+                    if *reverse {
+                        it.prev()?;
+                    } else {
+                        it.next()?;
+                    }
+                }
+                if let Some(e) = it.status() {
+                    return Err(Error::Engine(e.clone()));
+                }
+                Ok(true)
+            }
+        }
+    }
+
+    /// The hash table of `plan`'s table `i` (built on first use), or
+    /// `None` if it is not hash-joined or has too many rows.
+    fn hash_table(&self, plan: &SelectPlan, i: usize) -> Result<Option<SharedHashTable>> {
+        let Some(t) = plan.tables.get(i) else {
+            return Ok(None);
+        };
+        let Some(h) = &t.hash else {
+            return Ok(None);
+        };
+        let id = (plan as *const SelectPlan as usize, i);
+        if let Some(built) = self.hash_tables.borrow().get(&id) {
+            return Ok(built.clone());
+        }
+        let range = self.with_cx(&[], |cx| access::key_range(&t.def, None, &[], cx))?;
+        let mut table = HashTable::new();
+        let mut rows = 0usize;
+        let complete = self.read_range(&t.def, t.needed.as_deref(), &range, &mut |k, r| {
+            let key: Vec<Datum> = h
+                .inner
+                .iter()
+                .map(|c| r.get(*c).cloned().unwrap_or(Datum::Null))
+                .collect();
+            if !key.iter().any(Datum::is_null) {
+                table.entry(group_key(&key)).or_default().push((k, r));
+            }
+            rows += 1;
+            Ok(rows < crate::join::MAX_BUILD_ROWS)
+        })?;
+        let built = complete.then(|| std::rc::Rc::new(table));
+        self.hash_tables.borrow_mut().insert(id, built.clone());
+        Ok(built)
+    }
+
+    /// Whether the first table's range, as evaluated now, reads its rows in
+    /// index order (see `KeyRange::Range::ordered`).
+    fn first_range_ordered(&self, plan: &SelectPlan) -> Result<bool> {
+        let Some(t) = plan.tables.first() else {
+            return Ok(false);
+        };
+        let row = vec![Datum::Null; plan.width];
+        let range = self.with_cx(&[], |cx| {
+            access::key_range(&t.def, t.path.as_ref(), &row, cx)
+        })?;
+        Ok(match range {
+            KeyRange::Range { ordered, .. } => ordered,
+            KeyRange::Empty | KeyRange::Point(_) => true,
+        })
+    }
+
+    /// Streams joined rows passing every WHERE conjunct, with the primary
+    /// keys of each table's row (empty for a NULL-extended one).
+    pub fn for_each_row(
+        &self,
+        plan: &SelectPlan,
+        first: Option<&Rows>,
+        sink: &mut RowSink<'_>,
+    ) -> Result<()> {
+        let mut row = vec![Datum::Null; plan.width];
+        let mut keys = Vec::with_capacity(plan.tables.len());
+        self.level(plan, 0, first, &mut row, &mut keys, sink)?;
+        Ok(())
+    }
+
+    fn passes(&self, conds: &[BExpr], row: &[Datum]) -> Result<bool> {
+        for c in conds {
+            if self.with_cx(&[], |cx| c.eval(row, cx))?.truth() != Some(true) {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    fn level(
+        &self,
+        plan: &SelectPlan,
+        i: usize,
+        first: Option<&Rows>,
+        row: &mut Vec<Datum>,
+        keys: &mut Vec<Vec<u8>>,
+        sink: &mut RowSink<'_>,
+    ) -> Result<bool> {
+        let Some(t) = plan.tables.get(i) else {
+            if !self.passes(&plan.filter, row)? {
+                return Ok(true);
+            }
+            return sink(row, keys);
+        };
+        let n = t.def.columns.len();
+        let mut matched = false;
+        let mut visit = |key: Vec<u8>,
+                         trow: Vec<Datum>,
+                         row: &mut Vec<Datum>,
+                         keys: &mut Vec<Vec<u8>>|
+         -> Result<bool> {
+            for (slot, v) in row.iter_mut().skip(t.offset).take(n).zip(trow) {
+                *slot = v;
+            }
+            if let Some(on) = &t.on {
+                if self.with_cx(&[], |cx| on.eval(row, cx))?.truth() != Some(true) {
+                    return Ok(true);
+                }
+            }
+            matched = true;
+            if !self.passes(&t.filters, row)? {
+                return Ok(true);
+            }
+            keys.push(key);
+            let go = self.level(plan, i + 1, None, row, keys, sink)?;
+            keys.pop();
+            Ok(go)
+        };
+        let go = match (i, first) {
+            (0, Some(rows)) => {
+                let mut go = true;
+                for (k, r) in rows {
+                    if !visit(k.clone(), r.clone(), row, keys)? {
+                        go = false;
+                        break;
+                    }
+                }
+                go
+            }
+            _ if t.virtual_rows.is_some() => {
+                let mut go = true;
+                for r in t.virtual_rows.iter().flat_map(|v| v.iter()) {
+                    if !visit(Vec::new(), r.clone(), row, keys)? {
+                        go = false;
+                        break;
+                    }
+                }
+                go
+            }
+            _ => match (&t.hash, self.hash_table(plan, i)?) {
+                (Some(h), Some(table)) => {
+                    let key: Vec<Datum> = h
+                        .outer
+                        .iter()
+                        .map(|c| row.get(*c).cloned().unwrap_or(Datum::Null))
+                        .collect();
+                    let mut go = true;
+                    // A NULL key equals nothing.
+                    if !key.iter().any(Datum::is_null) {
+                        for (k, r) in table.get(&group_key(&key)).into_iter().flatten() {
+                            if !visit(k.clone(), r.clone(), row, keys)? {
+                                go = false;
+                                break;
+                            }
+                        }
+                    }
+                    go
+                }
+                _ => {
+                    let range = self.with_cx(&[], |cx| {
+                        access::key_range(&t.def, t.path.as_ref(), row, cx)
+                    })?;
+                    self.read_range(&t.def, t.needed.as_deref(), &range, &mut |k, r| {
+                        visit(k, r, row, keys)
+                    })?
+                }
+            },
+        };
+        if !go {
+            return Ok(false);
+        }
+        if t.left && !matched {
+            for slot in row.iter_mut().skip(t.offset).take(n) {
+                *slot = Datum::Null;
+            }
+            if !self.passes(&t.filters, row)? {
+                return Ok(true);
+            }
+            keys.push(Vec::new());
+            let go = self.level(plan, i + 1, None, row, keys, sink)?;
+            keys.pop();
+            return Ok(go);
+        }
+        Ok(true)
+    }
+
+    /// Runs a SELECT: its column metadata and rows.
+    pub fn run(&self, plan: &SelectPlan) -> Result<ResultSet> {
+        self.run_with(plan, None)
+    }
+
+    pub fn run_with(
+        &self,
+        plan: &SelectPlan,
+        first: Option<&Rows>,
+    ) -> Result<(Vec<ColumnMeta>, Vec<Vec<Datum>>)> {
+        if !plan.unions.is_empty() {
+            return self.run_union(plan);
+        }
+        let mut out: Vec<(Vec<Datum>, Vec<Datum>)> = Vec::new();
+        let sorted = plan.ordered && first.is_none() && self.first_range_ordered(plan)?;
+        if plan.aggregate {
+            self.aggregate(plan, first, &mut out)?;
+        } else {
+            let wanted = plan
+                .limit
+                .filter(|_| !plan.distinct)
+                .map(|l| usize::try_from(l.saturating_add(plan.offset)).unwrap_or(usize::MAX));
+            // In order: stop after LIMIT + OFFSET rows. Otherwise under a
+            // LIMIT keep only the best rows seen so far (a top-N sort).
+            let (stop_at, top_n) = match wanted {
+                Some(w) if plan.order_by.is_empty() || sorted => (Some(w), None),
+                Some(w) => (None, Some(w)),
+                None => (None, None),
+            };
+            if plan.tables.is_empty() {
+                let row: Vec<Datum> = Vec::new();
+                if self.passes(&plan.filter, &row)? {
+                    out.push(self.project(plan, &row, &[])?);
+                }
+            } else {
+                self.for_each_row(plan, first, &mut |row, _| {
+                    out.push(self.project(plan, row, &[])?);
+                    if let Some(n) = top_n {
+                        if out.len() >= n.saturating_mul(2).max(TOP_N_SLACK) {
+                            keep_best(plan, &mut out, n);
+                        }
+                    }
+                    Ok(stop_at.is_none_or(|s| out.len() < s))
+                })?;
+            }
+        }
+        let mut rows = finish(plan, out, sorted);
+        let mut columns: Vec<ColumnMeta> = plan.projection.iter().map(|c| c.meta.clone()).collect();
+        conform(&mut columns, &mut rows);
+        Ok((columns, rows))
+    }
+
+    fn run_union(&self, plan: &SelectPlan) -> Result<ResultSet> {
+        let mut columns = None;
+        let mut rows: Vec<Vec<Datum>> = Vec::new();
+        for (arm, all) in &plan.unions {
+            let (cols, r) = self.run(arm)?;
+            if columns.is_none() {
+                columns = Some(cols);
+            }
+            rows.extend(r);
+            if !all {
+                let mut seen = HashSet::new();
+                rows.retain(|r| seen.insert(group_key(r)));
+            }
+        }
+        let mut columns = columns.unwrap_or_default();
+        let keyed: Vec<(Vec<Datum>, Vec<Datum>)> = rows
+            .into_iter()
+            .map(|r| {
+                let keys = plan
+                    .order_by
+                    .iter()
+                    .map(|(e, _)| match e {
+                        BExpr::Col(i) => r.get(*i).cloned().unwrap_or(Datum::Null),
+                        _ => Datum::Null,
+                    })
+                    .collect();
+                (keys, r)
+            })
+            .collect();
+        let mut rows = finish(
+            &SelectPlan {
+                unions: Vec::new(),
+                ..plan.clone()
+            },
+            keyed,
+            false,
+        );
+        conform(&mut columns, &mut rows);
+        Ok((columns, rows))
+    }
+
+    /// The projected values and ORDER BY keys of one (grouped) row.
+    fn project(
+        &self,
+        plan: &SelectPlan,
+        row: &[Datum],
+        aggs: &[Datum],
+    ) -> Result<(Vec<Datum>, Vec<Datum>)> {
+        self.with_cx(aggs, |cx| {
+            let mut keys = Vec::with_capacity(plan.order_by.len());
+            for (e, _) in &plan.order_by {
+                keys.push(e.eval(row, cx)?);
+            }
+            let mut vals = Vec::with_capacity(plan.projection.len());
+            for c in &plan.projection {
+                vals.push(c.expr.eval(row, cx)?);
+            }
+            Ok((keys, vals))
+        })
+    }
+
+    fn aggregate(
+        &self,
+        plan: &SelectPlan,
+        first: Option<&Rows>,
+        out: &mut Vec<(Vec<Datum>, Vec<Datum>)>,
+    ) -> Result<()> {
+        let mut acc = match crate::parallel::partitions(self, plan, first)? {
+            Some(parts) => crate::parallel::aggregate(self, plan, &parts)?,
+            None => {
+                let mut acc = Groups::default();
+                if plan.tables.is_empty() {
+                    let row: Vec<Datum> = Vec::new();
+                    if self.passes(&plan.filter, &row)? {
+                        self.with_cx(&[], |cx| {
+                            acc.feed(&plan.group_by, &plan.aggs, &row, &|e| e.eval(&row, cx))
+                        })?;
+                    }
+                } else {
+                    self.for_each_row(plan, first, &mut |row, _| {
+                        self.with_cx(&[], |cx| {
+                            acc.feed(&plan.group_by, &plan.aggs, row, &|e| e.eval(row, cx))
+                        })?;
+                        Ok(true)
+                    })?;
+                }
+                acc
+            }
+        };
+        let mut groups = std::mem::take(&mut acc.groups);
+        let fresh = || plan.aggs.iter().map(AggState::new).collect::<Vec<_>>();
+        if groups.is_empty() && plan.group_by.is_empty() {
+            groups.push((vec![Datum::Null; plan.width], fresh()));
+        }
+        for (row, states) in groups {
+            let aggs: Vec<Datum> = states
+                .into_iter()
+                .map(AggState::finish)
+                .collect::<Result<_>>()?;
+            if let Some(h) = &plan.having {
+                if self.with_cx(&aggs, |cx| h.eval(&row, cx))?.truth() != Some(true) {
+                    continue;
+                }
+            }
+            out.push(self.project(plan, &row, &aggs)?);
+        }
+        Ok(())
+    }
+}
+
+/// Rows a top-N sort may hold beyond twice N before it trims.
+const TOP_N_SLACK: usize = 1024;
+
+/// ORDER BY's comparison of two rows' sort keys.
+fn by_keys(plan: &SelectPlan, a: &[Datum], b: &[Datum]) -> Ordering {
+    for ((x, y), (_, desc)) in a.iter().zip(b).zip(&plan.order_by) {
+        let o = sort_order(x, y);
+        if o != Ordering::Equal {
+            return if *desc { o.reverse() } else { o };
+        }
+    }
+    Ordering::Equal
+}
+
+/// Keeps the `n` first rows of `out` in ORDER BY order. The sort is
+/// stable, so among equal keys the earlier rows stay, as in a full sort.
+fn keep_best(plan: &SelectPlan, out: &mut Vec<(Vec<Datum>, Vec<Datum>)>, n: usize) {
+    out.sort_by(|(a, _), (b, _)| by_keys(plan, a, b));
+    out.truncate(n);
+}
+
+/// Sorts (unless `sorted`: the rows came in ORDER BY order), removes
+/// duplicates and applies OFFSET/LIMIT.
+fn finish(
+    plan: &SelectPlan,
+    mut out: Vec<(Vec<Datum>, Vec<Datum>)>,
+    sorted: bool,
+) -> Vec<Vec<Datum>> {
+    if !plan.order_by.is_empty() && !sorted {
+        out.sort_by(|(a, _), (b, _)| by_keys(plan, a, b));
+    }
+    let mut rows: Vec<Vec<Datum>> = out.into_iter().map(|(_, v)| v).collect();
+    if plan.distinct {
+        let mut seen = HashSet::new();
+        rows.retain(|r| seen.insert(group_key(r)));
+    }
+    let offset = usize::try_from(plan.offset).unwrap_or(usize::MAX);
+    let rows: Vec<Vec<Datum>> = rows.into_iter().skip(offset).collect();
+    match plan.limit {
+        Some(l) => rows
+            .into_iter()
+            .take(usize::try_from(l).unwrap_or(usize::MAX))
+            .collect(),
+        None => rows,
+    }
+}
+
+/// A hashable key for grouping and DISTINCT: equal values (1 and 1.0)
+/// give equal keys.
+pub fn group_key(vals: &[Datum]) -> Vec<u8> {
+    let mut k = Vec::new();
+    for v in vals {
+        match v {
+            Datum::Null => k.push(0),
+            Datum::Int(_) | Datum::UInt(_) | Datum::Decimal(_) => {
+                k.push(1);
+                let d = v.to_decimal().unwrap_or(Decimal::from_i128(0));
+                // Normalize: strip trailing zero decimals.
+                let mut d = d;
+                while d.scale > 0 && d.value % 10 == 0 {
+                    d = Decimal {
+                        value: d.value / 10,
+                        scale: d.scale - 1,
+                    };
+                }
+                k.extend_from_slice(d.to_string().as_bytes());
+            }
+            Datum::Double(f) => {
+                k.push(1);
+                let t = crate::types::format_double(*f);
+                k.extend_from_slice(t.as_bytes());
+            }
+            Datum::Bytes(b) => {
+                k.push(2);
+                k.extend_from_slice(&(b.len() as u64).to_le_bytes());
+                k.extend_from_slice(b);
+            }
+            Datum::Date(d) | Datum::DateTime(d) => {
+                k.push(3);
+                k.extend_from_slice(&d.pack().to_be_bytes());
+            }
+        }
+        k.push(0xFE);
+    }
+    k
+}
