@@ -129,7 +129,7 @@ class Maria:
                 "--innodb-buffer-pool-size=1G", "--max-connections=2000",
                 f"--innodb-flush-log-at-trx-commit={flush}"]
         if self.engine == "rocksdb":
-            # Tables made without ENGINE= (bench/aggregate.py, ddl.py, space.py) are MyRocks too.
+            # Tables made without ENGINE= are MyRocks too.
             args += ["--plugin-load-add=ha_rocksdb.so", "--rocksdb-block-cache-size=1G",
                      f"--rocksdb-flush-log-at-trx-commit={flush}",
                      "--default-storage-engine=rocksdb"]
@@ -159,7 +159,10 @@ def prepare_table(server, rows):
     subprocess.run(["sysbench", "oltp_read_only", "--db-driver=mysql", "--mysql-host=127.0.0.1",
                     f"--mysql-port={server.port}", f"--mysql-user={USER}",
                     f"--mysql-password={PASSWORD}", f"--mysql-db={DBNAME}", "--tables=1",
-                    f"--table-size={rows}", "prepare"], check=True, capture_output=True)
+                    f"--table-size={rows}"]
+                   # sysbench names its engine in CREATE TABLE (InnoDB unless told).
+                   + (["--mysql_storage_engine=rocksdb"] if server.name == "myrocks" else [])
+                   + ["prepare"], check=True, capture_output=True)
 
 
 def sysbench(server, script, phase, args, threads=1):
