@@ -539,7 +539,11 @@ impl<'a> Planner<'a> {
             let e = self.resolve_output_ref(&o.expr, &projection, &scope, &mut aggs, &sub, true)?;
             order_by.push((e, matches!(o.options.sort, Some(ast::OrderBySort::Desc))));
         }
-        let mut outer_refs = Vec::new();
+        // Every expression of the statement: the columns it reads (for
+        // covering paths and projected decoding) and the outer-row columns
+        // it reads (a correlated subquery). Access-path values come from
+        // conjuncts that stay in the filters, so they are covered too.
+        let (mut used, mut outer_refs) = (Vec::new(), Vec::new());
         for e in projection
             .iter()
             .map(|c| &c.expr)
@@ -549,12 +553,8 @@ impl<'a> Planner<'a> {
             .chain(order_by.iter().map(|(e, _)| e))
             .chain(aggs.iter().filter_map(|a| a.arg.as_ref()))
             .chain(tables.iter().flat_map(|t| t.on.iter().chain(&t.filters)))
-            .chain(tables.iter().filter_map(|t| t.path.as_ref()).flat_map(|p| {
-                p.eq.iter()
-                    .chain(p.lo.iter().map(|(e, _)| e))
-                    .chain(p.hi.iter().map(|(e, _)| e))
-            }))
         {
+            e.collect_columns(&mut used);
             e.collect_outer(&mut outer_refs);
         }
         outer_refs.sort_unstable();
@@ -566,27 +566,6 @@ impl<'a> Planner<'a> {
                 .is_some_and(|t| crate::order::use_index_order(t, &order_by, limited));
         // Covering reads: a secondary path whose index (with the primary
         // key) holds every column the query reads from that table.
-        let mut used = Vec::new();
-        for e in projection
-            .iter()
-            .map(|c| &c.expr)
-            .chain(&filter)
-            .chain(&group_by)
-            .chain(having.iter())
-            .chain(order_by.iter().map(|(e, _)| e))
-        {
-            e.collect_columns(&mut used);
-        }
-        for a in &aggs {
-            if let Some(e) = &a.arg {
-                e.collect_columns(&mut used);
-            }
-        }
-        for t in &tables {
-            for e in t.on.iter().chain(&t.filters) {
-                e.collect_columns(&mut used);
-            }
-        }
         for t in &mut tables {
             let n = t.def.columns.len();
             let needed: Vec<usize> = used
