@@ -75,28 +75,33 @@ def main():
     out = {}
     for name in names:
         server = sb.make_server(name, tmp)
-        server.start()
-        sb.prepare_table(server, args.rows)
-        server.stop()
-        loaded = measure(server)
-        server.start()
-        t0 = time.time()
-        for lo in range(1, args.rows + 1, 50_000):
-            client(server, f"UPDATE sbtest1 SET c = CONCAT('u', SUBSTRING(c, 2)) "
-                           f"WHERE id >= {lo} AND id < {lo + 50_000} AND id % 2 = 0")
-        print(f"# {name}: updated half the rows in {time.time() - t0:.1f} s", flush=True)
-        server.stop()
-        updated = measure(server)
-        compacted = None
-        if name == "shale":
-            subprocess.run([os.path.join(sb.REPO, "target", "release", "shale"), "--db", server.dir,
-                            "compact"], check=True, capture_output=True)
-            compacted = measure(server)
-        elif name == "myrocks":
+        try:
             server.start()
-            client(server, "SET GLOBAL rocksdb_compact_cf='default'")
+            sb.prepare_table(server, args.rows)
             server.stop()
-            compacted = measure(server)
+            loaded = measure(server)
+            server.start()
+            t0 = time.time()
+            for lo in range(1, args.rows + 1, 50_000):
+                client(server, f"UPDATE sbtest1 SET c = CONCAT('u', SUBSTRING(c, 2)) "
+                               f"WHERE id >= {lo} AND id < {lo + 50_000} AND id % 2 = 0")
+            print(f"# {name}: updated half the rows in {time.time() - t0:.1f} s", flush=True)
+            server.stop()
+            updated = measure(server)
+            compacted = None
+            if name == "shale":
+                subprocess.run([os.path.join(sb.REPO, "target", "release", "shale"), "--db", server.dir,
+                                "compact"], check=True, capture_output=True)
+                compacted = measure(server)
+            elif name == "myrocks":
+                server.start()
+                client(server, "SET GLOBAL rocksdb_compact_cf='default'")
+                server.stop()
+                compacted = measure(server)
+        finally:
+            # A failed step must not leave a server running.
+            if getattr(server, "proc", None) is not None and server.proc.poll() is None:
+                server.stop()
         live = shale_live_bytes(server) if name == "shale" else None
         out[name] = (loaded, updated, compacted, live)
         print(f"{name:8} loaded {loaded / 2**20:8.1f} MiB  updated {updated / 2**20:8.1f} MiB  "
