@@ -60,7 +60,9 @@ mod wal;
 mod write_batch;
 
 pub use blob::BlobGcStats;
-pub use db::{CfId, Db, DbIterator, Options, ReadOptions, Snapshot, WriteOptions};
+pub use db::{
+    CfId, Db, DbIterator, IngestBuilder, IngestStats, Options, ReadOptions, Snapshot, WriteOptions,
+};
 pub use error::{Error, Result};
 pub use extent::CompressionType;
 pub use version::{DEFAULT_CF_ID, DEFAULT_CF_NAME};

@@ -36,6 +36,10 @@ pub enum Source {
         /// Sorted, non-overlapping extents.
         extents: Vec<Arc<Extent>>,
     },
+    /// A sorted run of extents written for this merge and in no level yet
+    /// (an ingest behind, `db/ingest.rs`): like `Run`, but nothing is
+    /// deleted from a level for them.
+    Fresh(Vec<Arc<Extent>>),
 }
 
 /// What to merge.
@@ -100,7 +104,9 @@ fn upper_touches(upper: &[Source], lo: &[u8], hi: &[u8]) -> Result<bool> {
     for s in upper {
         let hit = match s {
             Source::Mem(m) => mem_touches(m, lo, hi)?,
-            Source::Run { extents, .. } => extents.iter().any(|e| e.meta.overlaps(lo, hi)),
+            Source::Run { extents, .. } | Source::Fresh(extents) => {
+                extents.iter().any(|e| e.meta.overlaps(lo, hi))
+            }
         };
         if hit {
             return Ok(true);
@@ -181,46 +187,49 @@ fn merge_inner(space: &Arc<ExtentSpace>, spec: &MergeSpec, res: &mut MergeResult
     let mut tombstones = Vec::new();
     let single_upper = spec.upper.len() == 1;
     for s in &spec.upper {
-        match s {
+        let (from_level, extents) = match s {
             Source::Mem(m) => {
                 children.push(Box::new(m.iter()));
                 tombstones.extend(m.range_tombstones());
+                continue;
             }
-            Source::Run { level, extents } => {
-                let mut merged = Vec::new();
-                let mut movable: Vec<bool> = extents
-                    .iter()
-                    .map(|e| {
-                        single_upper
-                            && out_level > 0
-                            && !spec
-                                .lower
-                                .iter()
-                                .any(|l| l.meta.overlaps(&e.meta.smallest, &e.meta.largest))
-                    })
-                    .collect();
-                keep_shared_bounds_together(extents, &mut movable);
-                for (e, movable) in extents.iter().zip(movable) {
-                    res.deleted.push((*level, e.meta.id));
-                    if movable {
-                        let mut meta = e.meta.clone();
-                        meta.run = spec.run;
-                        res.added.push((out_level, meta));
-                        res.bytes_reused += u64::from(e.meta.size);
-                        res.extents_reused += 1;
-                        reused_cuts.push(e.meta.smallest.clone());
-                    } else {
-                        res.bytes_read += u64::from(e.meta.size);
-                        if e.meta.num_range_deletions > 0 {
-                            tombstones.extend(e.reader(false)?.range_tombstones()?);
-                        }
-                        merged.push(e.clone());
-                    }
-                }
-                if !merged.is_empty() {
-                    children.push(Box::new(LevelIterator::new(merged, false)));
-                }
+            Source::Run { level, extents } => (Some(*level), extents),
+            Source::Fresh(extents) => (None, extents),
+        };
+        let mut merged = Vec::new();
+        let mut movable: Vec<bool> = extents
+            .iter()
+            .map(|e| {
+                single_upper
+                    && out_level > 0
+                    && !spec
+                        .lower
+                        .iter()
+                        .any(|l| l.meta.overlaps(&e.meta.smallest, &e.meta.largest))
+            })
+            .collect();
+        keep_shared_bounds_together(extents, &mut movable);
+        for (e, movable) in extents.iter().zip(movable) {
+            if let Some(level) = from_level {
+                res.deleted.push((level, e.meta.id));
             }
+            if movable {
+                let mut meta = e.meta.clone();
+                meta.run = spec.run;
+                res.added.push((out_level, meta));
+                res.bytes_reused += u64::from(e.meta.size);
+                res.extents_reused += 1;
+                reused_cuts.push(e.meta.smallest.clone());
+            } else {
+                res.bytes_read += u64::from(e.meta.size);
+                if e.meta.num_range_deletions > 0 {
+                    tombstones.extend(e.reader(false)?.range_tombstones()?);
+                }
+                merged.push(e.clone());
+            }
+        }
+        if !merged.is_empty() {
+            children.push(Box::new(LevelIterator::new(merged, false)));
         }
     }
     for e in &lower_inputs {
@@ -258,10 +267,23 @@ fn merge_inner(space: &Arc<ExtentSpace>, spec: &MergeSpec, res: &mut MergeResult
     let mut it = MergingIterator::new(children);
     it.seek_to_first()?;
     let mut cut_idx = 0;
+    // Sequence 0 is only ever given by an ingest behind (db/ingest.rs), whose
+    // keys must be distinct: a second version at 0 would be dropped silently.
+    let mut last_at_zero: Option<Vec<u8>> = None;
     while it.valid() {
         let ikey = it.key();
         let p = parse_internal_key(ikey)
             .ok_or_else(|| corruption_at(&it, "bad internal key in merge input"))?;
+        if p.seq == 0 {
+            if last_at_zero.as_deref() == Some(p.user_key) {
+                return Err(crate::Error::InvalidArgument(
+                    "a key ingested twice at sequence 0".into(),
+                ));
+            }
+            let buf = last_at_zero.get_or_insert_with(Vec::new);
+            buf.clear();
+            buf.extend_from_slice(p.user_key);
+        }
         // Never let an output span a reused extent: close the output at every
         // reused extent passed (tombstones between them get outputs of their own).
         while let Some(cut) = reused_cuts

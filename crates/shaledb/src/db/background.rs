@@ -55,7 +55,7 @@ pub(crate) fn max_l0_runs(inner: &DbInner) -> usize {
         .unwrap_or(0)
 }
 
-fn builder_options(inner: &DbInner, level: usize) -> ExtentBuilderOptions {
+pub(super) fn builder_options(inner: &DbInner, level: usize) -> ExtentBuilderOptions {
     let o = &inner.opts;
     ExtentBuilderOptions {
         block_size: o.block_size,
@@ -66,7 +66,7 @@ fn builder_options(inner: &DbInner, level: usize) -> ExtentBuilderOptions {
     }
 }
 
-fn spec(
+pub(super) fn spec(
     inner: &Arc<DbInner>,
     upper: Vec<Source>,
     lower: Vec<Arc<crate::version::Extent>>,
@@ -86,7 +86,7 @@ fn spec(
     }
 }
 
-fn add_to_edit(edit: &mut VersionEdit, cf: u32, r: &MergeResult) {
+pub(super) fn add_to_edit(edit: &mut VersionEdit, cf: u32, r: &MergeResult) {
     edit.deleted
         .extend(r.deleted.iter().map(|(l, id)| (cf, *l, *id)));
     edit.added
@@ -209,12 +209,12 @@ fn flush_oldest(inner: &Arc<DbInner>) -> Result<bool> {
 
 /// A flush or compaction failed: the error becomes the sticky background
 /// error (set_bg_error also wakes every waiter).
-fn job_failed<T>(inner: &DbInner, e: Error) -> Result<T> {
+pub(super) fn job_failed<T>(inner: &DbInner, e: Error) -> Result<T> {
     set_bg_error(inner, e.clone());
     Err(e)
 }
 
-fn release_all(inner: &DbInner, results: &[MergeResult]) {
+pub(super) fn release_all(inner: &DbInner, results: &[MergeResult]) {
     for r in results {
         for (f, s) in &r.slots_written {
             inner.versions.space().release(*f, *s);

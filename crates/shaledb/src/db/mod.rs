@@ -26,6 +26,7 @@
 
 mod background;
 pub(crate) mod db_iter;
+mod ingest;
 pub mod options;
 pub(crate) mod read;
 mod recovery;
@@ -40,6 +41,7 @@ pub(crate) use validate::range_changed_since;
 pub(crate) mod write;
 
 pub use db_iter::DbIterator;
+pub use ingest::{IngestBuilder, IngestStats};
 pub use options::{Options, ReadOptions, WriteOptions};
 pub use snapshot::Snapshot;
 

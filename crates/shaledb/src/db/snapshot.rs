@@ -68,6 +68,11 @@ impl Snapshot {
     pub fn sequence(&self) -> u64 {
         self.seq
     }
+
+    /// True if this snapshot was taken from the database whose list is `list`.
+    pub(crate) fn belongs_to(&self, list: &Arc<SnapshotList>) -> bool {
+        Arc::ptr_eq(&self.list, list)
+    }
 }
 
 impl Clone for Snapshot {

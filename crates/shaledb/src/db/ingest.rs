@@ -1,0 +1,343 @@
+//! Ingest behind: a bulk load of sorted runs into a column family's last
+//! level at sequence 0 (docs/architecture.md, "Ingest behind").
+//!
+//! ```no_run
+//! # use shaledb::{Db, Options};
+//! let db = Db::open("/tmp/shale-ingest", Options::default())?;
+//! let snap = db.snapshot();
+//! let mut ingest = db.ingest_behind(0)?;
+//! ingest.add_run([(&b"a"[..], &b"1"[..]), (b"b", b"2")])?;
+//! ingest.add_run([(&b"ab"[..], &b"3"[..])])?; // runs may interleave
+//! let stats = ingest.commit(&snap)?;
+//! assert_eq!(stats.entries, 3);
+//! assert_eq!(db.get(b"ab")?, Some(b"3".to_vec()));
+//! # Ok::<(), shaledb::Error>(())
+//! ```
+//!
+//! The entries bypass the WAL and the memtable: each run goes through an
+//! [`ExtentBuilder`] into free slots as it is added (no lock held), and
+//! [`IngestBuilder::commit`] makes them part of the last level with one
+//! compaction-style merge and one manifest edit. A new key range (a new
+//! index) moves in by reference, so each entry is written once.
+
+use super::background::{
+    add_to_edit, builder_options, install_super_version, job_failed, release_all, spec,
+};
+use super::{CfId, Db, Snapshot};
+use crate::compaction::{run_merge, Source};
+use crate::error::{Error, Result};
+use crate::extent::ExtentBuilder;
+use crate::types::{append_internal_key, ValueKind};
+use crate::version::{Extent, ExtentMeta, VersionEdit};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// What an ingest did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct IngestStats {
+    /// Entries ingested.
+    pub entries: u64,
+    /// Sorted runs given.
+    pub runs: usize,
+    /// Bytes of extents the runs were written into.
+    pub bytes_written: u64,
+    /// Bytes the commit's merge rewrote (0 when every run moved in as is).
+    pub bytes_rewritten: u64,
+}
+
+/// Collects sorted runs for one ingest (see the module docs). Dropping it
+/// without [`IngestBuilder::commit`] frees every slot it wrote.
+pub struct IngestBuilder {
+    db: Db,
+    cf: CfId,
+    /// Extents of each run, in key order. Not in any version: each is
+    /// marked obsolete (its slot freed on drop) unless the commit moves it
+    /// into the level.
+    runs: Vec<Vec<Arc<Extent>>>,
+    stats: IngestStats,
+}
+
+impl Db {
+    /// Starts an ingest behind into column family `cf` (docs/architecture.md,
+    /// "Ingest behind"). The caller's contract: every ingested `(k, v)` is
+    /// `k`'s value as of the snapshot later passed to
+    /// [`IngestBuilder::commit`], and a key without a value at that snapshot
+    /// is not ingested. Existing versions of a key always win over the
+    /// ingested one (it is at sequence 0).
+    pub fn ingest_behind(&self, cf: CfId) -> Result<IngestBuilder> {
+        self.inner.check_open()?;
+        if !self.inner.versions.current().cfs.contains_key(&cf) {
+            return Err(Error::ColumnFamilyNotFound(cf.to_string()));
+        }
+        Ok(IngestBuilder {
+            db: self.clone(),
+            cf,
+            runs: Vec::new(),
+            stats: IngestStats::default(),
+        })
+    }
+}
+
+impl IngestBuilder {
+    /// Writes one run: `(user key, value)` pairs with strictly ascending
+    /// keys. Keys must be distinct across runs too (the commit fails with
+    /// `InvalidArgument` otherwise). On error nothing of this run is kept.
+    pub fn add_run<'a, I>(&mut self, entries: I) -> Result<()>
+    where
+        I: IntoIterator<Item = (&'a [u8], &'a [u8])>,
+    {
+        let mut run = Vec::new();
+        match self.write_run(entries, &mut run) {
+            Ok(()) => {
+                if !run.is_empty() {
+                    self.runs.push(run);
+                }
+                Ok(())
+            }
+            Err(e) => {
+                discard(&run);
+                Err(e)
+            }
+        }
+    }
+
+    fn write_run<'a, I>(&mut self, entries: I, run: &mut Vec<Arc<Extent>>) -> Result<()>
+    where
+        I: IntoIterator<Item = (&'a [u8], &'a [u8])>,
+    {
+        let inner = self.db.inner.clone();
+        let level = inner.opts.num_levels - 1;
+        let opts = builder_options(&inner, level);
+        let mut builder: Option<ExtentBuilder> = None;
+        let mut ikey = Vec::new();
+        let mut last: Option<&[u8]> = None;
+        let mut entries_added = 0u64;
+        for (key, value) in entries {
+            if last.is_some_and(|l| l >= key) {
+                return Err(Error::InvalidArgument(
+                    "ingest run keys are not strictly ascending".into(),
+                ));
+            }
+            last = Some(key);
+            ikey.clear();
+            append_internal_key(&mut ikey, key, 0, ValueKind::Put);
+            let full = builder
+                .as_ref()
+                .is_some_and(|b| !b.is_empty() && b.would_overflow(ikey.len(), value.len()));
+            if full {
+                if let Some(b) = builder.take() {
+                    run.push(self.write_extent(b)?);
+                }
+            }
+            builder
+                .get_or_insert_with(|| ExtentBuilder::new(opts.clone()))
+                .add(&ikey, value)?;
+            entries_added += 1;
+        }
+        if let Some(b) = builder.take().filter(|b| !b.is_empty()) {
+            run.push(self.write_extent(b)?);
+        }
+        self.stats.entries += entries_added;
+        self.stats.runs += 1;
+        Ok(())
+    }
+
+    fn write_extent(&mut self, b: ExtentBuilder) -> Result<Arc<Extent>> {
+        let inner = &self.db.inner;
+        let fin = b.finish()?;
+        let space = inner.versions.space();
+        let (file, slot) = space.write_extent(&fin.data)?;
+        let size = match u32::try_from(fin.data.len()) {
+            Ok(s) => s,
+            Err(_) => {
+                space.release(file, slot);
+                return Err(Error::InvalidArgument("extent larger than 4 GiB".into()));
+            }
+        };
+        let props = &fin.props;
+        let meta = ExtentMeta {
+            id: inner.versions.new_extent_id(),
+            file_number: file,
+            slot,
+            size,
+            smallest: crate::types::user_key(&props.smallest_key).to_vec(),
+            largest: crate::types::user_key(&props.largest_key).to_vec(),
+            smallest_seq: props.smallest_seq,
+            largest_seq: props.largest_seq,
+            num_entries: props.num_entries,
+            num_deletions: props.num_deletions,
+            num_range_deletions: props.num_range_deletions,
+            run: 0,
+        };
+        self.stats.bytes_written += u64::from(size);
+        Ok(Extent::new(meta, space.clone()))
+    }
+
+    /// Makes the runs part of the last level (docs/architecture.md, "Ingest
+    /// behind"): fsyncs their files, waits for the compaction turn, merges
+    /// them with the overlapping last-level extents and commits one manifest
+    /// edit. `snapshot` (of this database) must have been held since the
+    /// ingested values were read, and is held through the call.
+    pub fn commit(mut self, snapshot: &Snapshot) -> Result<IngestStats> {
+        let inner = self.db.inner.clone();
+        if !snapshot.belongs_to(&inner.snapshots) {
+            return Err(Error::InvalidArgument(
+                "ingest snapshot is of another database".into(),
+            ));
+        }
+        let runs = std::mem::take(&mut self.runs);
+        let result = self.commit_runs(&runs);
+        // Extents the edit moved into the level now belong to the version
+        // (which holds objects of its own for them); every other one was
+        // rewritten or never committed, and its slot is freed here.
+        let moved: Vec<u64> = match &result {
+            Ok(added) => added.clone(),
+            Err(_) => Vec::new(),
+        };
+        for e in runs.iter().flatten() {
+            if !moved.contains(&e.meta.id) {
+                e.mark_obsolete();
+            }
+        }
+        result.map(|_| self.stats.clone())
+    }
+
+    /// Returns the ids of the run extents that moved into the level as is.
+    fn commit_runs(&mut self, runs: &[Vec<Arc<Extent>>]) -> Result<Vec<u64>> {
+        let inner = self.db.inner.clone();
+        inner.check_open()?;
+        if runs.is_empty() {
+            return Ok(Vec::new());
+        }
+        let files: Vec<u64> = runs.iter().flatten().map(|e| e.meta.file_number).collect();
+        inner.versions.space().sync_files(&files)?;
+        let (lo, hi) =
+            key_range(runs).ok_or_else(|| Error::InvalidArgument("empty ingest".into()))?;
+        // The compaction turn: no other job changes the last level meanwhile.
+        {
+            let mut st = inner.state.lock();
+            loop {
+                if let Some(e) = st.bg_error.clone() {
+                    return Err(Error::Background(Arc::new(e)));
+                }
+                if !st.compaction_running {
+                    break;
+                }
+                inner.bg_cv.wait_for(&mut st, Duration::from_millis(20));
+            }
+            st.compaction_running = true;
+        }
+        let level = inner.opts.num_levels - 1;
+        let lower = inner
+            .versions
+            .current()
+            .cfs
+            .get(&self.cf)
+            .map(|c| c.overlapping(level, &lo, &hi))
+            .unwrap_or_default();
+        let upper = runs.iter().map(|r| Source::Fresh(r.clone())).collect();
+        let merged = run_merge(inner.versions.space(), spec(&inner, upper, lower, level, 0))
+            .and_then(|r| {
+                inner.versions.space().sync_files(&r.files_written)?;
+                Ok(r)
+            });
+        let mut st = inner.state.lock();
+        st.compaction_running = false;
+        let r = match merged {
+            Ok(r) => r,
+            Err(e) => {
+                inner.bg_cv.notify_all();
+                return Err(e);
+            }
+        };
+        let mut edit = VersionEdit::default();
+        add_to_edit(&mut edit, self.cf, &r);
+        inner.stats.record_merge(&r, false);
+        edit.lifetime_counters = Some(inner.stats.lifetime(&inner.visible_sequence));
+        if let Err(e) = inner.versions.log_and_apply(edit) {
+            release_all(&inner, std::slice::from_ref(&r));
+            drop(st);
+            return job_failed(&inner, e);
+        }
+        install_super_version(&inner, &st);
+        inner.bg_cv.notify_all();
+        drop(st);
+        self.stats.bytes_rewritten = r.bytes_written;
+        let fresh: Vec<u64> = runs.iter().flatten().map(|e| e.meta.id).collect();
+        Ok(r.added
+            .iter()
+            .map(|(_, m)| m.id)
+            .filter(|id| fresh.contains(id))
+            .collect())
+    }
+}
+
+impl Drop for IngestBuilder {
+    fn drop(&mut self) {
+        for run in &self.runs {
+            discard(run);
+        }
+    }
+}
+
+/// Frees the slots of extents no version names.
+fn discard(run: &[Arc<Extent>]) {
+    for e in run {
+        e.mark_obsolete();
+    }
+}
+
+fn key_range(runs: &[Vec<Arc<Extent>>]) -> Option<(Vec<u8>, Vec<u8>)> {
+    let all = runs.iter().flatten();
+    let lo = all.clone().map(|e| &e.meta.smallest).min()?.clone();
+    let hi = all.map(|e| &e.meta.largest).max()?.clone();
+    Some((lo, hi))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
+    use super::*;
+    use crate::Options;
+
+    fn open(dir: &std::path::Path) -> Db {
+        Db::open(dir, Options::default()).unwrap()
+    }
+
+    #[test]
+    fn unsorted_run_is_refused_and_frees_its_slots() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = open(dir.path());
+        let mut ing = db.ingest_behind(0).unwrap();
+        let err = ing
+            .add_run([(&b"b"[..], &b"1"[..]), (b"a", b"2")])
+            .unwrap_err();
+        assert!(matches!(err, Error::InvalidArgument(_)), "{err:?}");
+        let err = ing
+            .add_run([(&b"a"[..], &b"1"[..]), (b"a", b"2")])
+            .unwrap_err();
+        assert!(matches!(err, Error::InvalidArgument(_)), "{err:?}");
+        assert!(ing.runs.is_empty());
+    }
+
+    #[test]
+    fn snapshot_of_another_database_is_refused() {
+        let (d1, d2) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let (a, b) = (open(d1.path()), open(d2.path()));
+        let mut ing = a.ingest_behind(0).unwrap();
+        ing.add_run([(&b"k"[..], &b"v"[..])]).unwrap();
+        let err = ing.commit(&b.snapshot()).unwrap_err();
+        assert!(matches!(err, Error::InvalidArgument(_)), "{err:?}");
+        assert_eq!(a.get(b"k").unwrap(), None);
+    }
+
+    #[test]
+    fn unknown_column_family_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = open(dir.path());
+        assert!(matches!(
+            db.ingest_behind(77),
+            Err(Error::ColumnFamilyNotFound(_))
+        ));
+    }
+}
