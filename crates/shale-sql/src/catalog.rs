@@ -621,25 +621,20 @@ impl Catalog {
         Ok(())
     }
 
-    /// Marks `index_id` as garbage before its entries are written, so a
-    /// crash during an index build leaves only data that is reclaimed at
-    /// the next open. The dictionary batch that publishes the index clears
-    /// the mark ([`Catalog::clear_mark`]).
-    pub fn mark_building(&self, index_id: u32) -> Result<()> {
-        let mut b = WriteBatch::new();
-        b.put_cf(
+    /// Marks `index_id` as garbage in `batch`, the batch that registers the
+    /// build and allocated the id: durable before any entry is written, so
+    /// a crash during an index build leaves only data that is reclaimed at
+    /// the next open. One batch, so an id is never marked (and its range
+    /// deleted at open) without its allocation being durable too: a reused
+    /// id would put a new index under the old range tombstone, which hides
+    /// entries ingested at sequence 0 (index_bulk.rs). The dictionary batch
+    /// that publishes the index clears the mark ([`Catalog::clear_mark`]).
+    pub fn mark_building(&self, batch: &mut WriteBatch, index_id: u32) {
+        batch.put_cf(
             self.dict_cf,
             &garbage_key(index_id),
             &frame(&Counter { value: 0 }),
         );
-        self.db.write(
-            &WriteOptions {
-                sync: true,
-                ..self.write_options()
-            },
-            b,
-        )?;
-        Ok(())
     }
 
     pub fn clear_mark(&self, batch: &mut WriteBatch, index_id: u32) {

@@ -5,11 +5,15 @@
 //! length of one dictionary write:
 //!
 //! ```text
-//! 1 register   marker G|id (synced); table.building += ix; generation += 1
+//! 1 register   one synced batch: next id, marker G|id, table.building += ix,
+//!              generation += 1
 //!              -> from here every row write also writes ix's entries
-//! 2 backfill   scan the primary index at a snapshot taken after step 1;
-//!              per chunk of rows, in an RC engine transaction: lock the row,
-//!              read its newest version, put its entry
+//! 2 backfill   non-unique: the entries of the rows at a snapshot taken
+//!              after step 1, sorted and ingested behind into the last
+//!              level (index_bulk.rs); unique: scan the primary index at
+//!              such a snapshot; per chunk of rows, in an RC engine
+//!              transaction: lock the row, read its newest version, put its
+//!              entry
 //! 3 publish    building -= ix; indexes += ix (visible_from = now);
 //!              marker deleted, in the same batch
 //! ```
@@ -68,7 +72,7 @@ impl Ddl<'_> {
             let mut def = (*self.cat.table(db, table)?).clone();
             let mut batch = WriteBatch::new();
             let ix = self.new_index(&def, &mut batch, name, columns, unique)?;
-            self.cat.mark_building(ix.id)?;
+            self.cat.mark_building(&mut batch, ix.id);
             def.building.push(ix.clone());
             def.index_generation += 1;
             self.cat.put_table(batch, def, None, &[])?;
@@ -145,6 +149,9 @@ impl Ddl<'_> {
     /// each chunk its own transaction. The first error stops the build.
     fn backfill(&self, db: &str, table: &str, ix: &IndexDef) -> Result<()> {
         let def = self.cat.table(db, table)?;
+        if !ix.unique {
+            return self.bulk_backfill(&def, ix); // index_bulk.rs
+        }
         let workers = std::thread::available_parallelism()
             .map_or(1, |n| n.get())
             .clamp(1, 4);

@@ -42,6 +42,7 @@ mod expr;
 mod functions;
 mod index;
 mod index_build;
+mod index_bulk;
 mod infer;
 mod infoschema;
 mod join;

@@ -33,10 +33,22 @@ fn count(s: &mut Session, sql: &str) -> i64 {
 }
 
 fn check_table_ok(s: &mut Session, table: &str) {
+    check_table_ok_in(s, table, "");
+}
+
+fn check_table_ok_in(s: &mut Session, table: &str, context: &str) {
     match s.execute(&format!("CHECK TABLE {table}")).unwrap() {
         Output::Rows { rows, .. } => {
             let last = rows.last().unwrap();
-            assert_eq!(last[3], Datum::text("OK"), "CHECK TABLE: {rows:?}");
+            let text = |d: &Datum| d.to_text().unwrap_or_default();
+            assert_eq!(
+                text(&last[3]),
+                "OK",
+                "{context}: CHECK TABLE: {:?}",
+                rows.iter()
+                    .map(|r| r.iter().map(text).collect::<Vec<_>>())
+                    .collect::<Vec<_>>()
+            );
         }
         other => panic!("{other:?}"),
     }
@@ -236,9 +248,13 @@ fn index_build_child() {
     };
     let mut s = sql.session();
     s.execute("USE o").unwrap();
+    let ddl = match std::env::var("SHALE_SQL_BUILD_KIND").as_deref() {
+        Ok("plain") => "CREATE INDEX ik ON t (k)", // the bulk path (ingest behind)
+        _ => "CREATE UNIQUE INDEX iu ON t (u)",    // the transactional path
+    };
     println!("building");
     std::io::stdout().flush().unwrap();
-    s.execute("CREATE UNIQUE INDEX iu ON t (u)").unwrap();
+    s.execute(ddl).unwrap();
     println!("built");
     std::io::stdout().flush().unwrap();
     writer.join().unwrap();
@@ -252,11 +268,19 @@ fn kill9_during_an_index_build() {
         let mut s = sql.session();
         load(&mut s, 40_000);
     }
-    let mut mid_build = 0;
-    for cycle in 0..5u64 {
+    let mut mid_build = [0; 2];
+    for cycle in 0..8u64 {
+        // Even cycles build a unique index (transactional backfill), odd
+        // ones a plain index (bulk ingest behind).
+        let (kind, name, create) = if cycle % 2 == 0 {
+            ("unique", "iu", "CREATE UNIQUE INDEX iu ON t (u)")
+        } else {
+            ("plain", "ik", "CREATE INDEX ik ON t (k)")
+        };
         let mut child = Command::new(std::env::current_exe().unwrap())
             .args(["--ignored", "--exact", "index_build_child", "--nocapture"])
             .env("SHALE_SQL_BUILD_CHILD", dir.path())
+            .env("SHALE_SQL_BUILD_KIND", kind)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
@@ -267,7 +291,7 @@ fn kill9_during_an_index_build() {
                 break;
             }
         }
-        std::thread::sleep(Duration::from_millis(5 + cycle * 25));
+        std::thread::sleep(Duration::from_millis(2 + (cycle / 2) * 25));
         child.kill().unwrap();
         child.wait().unwrap();
         let (mut acked, mut built) = (Vec::new(), false);
@@ -280,7 +304,11 @@ fn kill9_during_an_index_build() {
         let sql = open(dir.path());
         let mut s = sql.session();
         s.execute("USE o").unwrap();
-        check_table_ok(&mut s, "t");
+        let ctx = format!(
+            "cycle {cycle} ({kind}, built {built}, {} acked)",
+            acked.len()
+        );
+        check_table_ok_in(&mut s, "t", &format!("{ctx}, after restart"));
         for id in &acked {
             assert_eq!(
                 count(&mut s, &format!("SELECT COUNT(*) FROM t WHERE id = {id}")),
@@ -288,17 +316,19 @@ fn kill9_during_an_index_build() {
                 "cycle {cycle}: acknowledged row {id} lost"
             );
         }
-        let present = has_index(&mut s, "t", "iu");
+        let present = has_index(&mut s, "t", name);
         assert!(present || !built, "cycle {cycle}: built but absent");
         if present {
-            s.execute("DROP INDEX iu ON t").unwrap();
+            s.execute(&format!("DROP INDEX {name} ON t")).unwrap();
         } else {
-            mid_build += 1;
+            mid_build[(cycle % 2) as usize] += 1;
             // The abandoned build left nothing a new build trips over.
-            s.execute("CREATE UNIQUE INDEX iu ON t (u)").unwrap();
-            check_table_ok(&mut s, "t");
-            s.execute("DROP INDEX iu ON t").unwrap();
+            s.execute(create).unwrap();
+            check_table_ok_in(&mut s, "t", &format!("{ctx}, after a new build"));
+            s.execute(&format!("DROP INDEX {name} ON t")).unwrap();
         }
     }
-    assert!(mid_build > 0, "no kill landed during a build");
+    eprintln!("kills during a build (unique, plain): {mid_build:?}");
+    assert!(mid_build[0] > 0, "no kill landed during a unique build");
+    assert!(mid_build[1] > 0, "no kill landed during a bulk build");
 }

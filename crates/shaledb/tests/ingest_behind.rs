@@ -201,3 +201,37 @@ fn an_uncommitted_ingest_frees_its_slots() {
     );
     assert!(scan(&db).is_empty());
 }
+
+/// A range tombstone at or below the snapshot over the ingested range
+/// would hide the entries at sequence 0 forever: the commit refuses it. A
+/// newer one is a later delete and wins.
+#[test]
+fn an_older_range_tombstone_is_refused_and_a_newer_one_wins() {
+    let fs = MemFs::new();
+    let db = Db::open(Path::new("/db"), opts(&fs)).unwrap();
+    db.delete_range(b"ix0000100", b"ix0000200").unwrap();
+    let snap = db.snapshot();
+    let entries: Vec<(Vec<u8>, Vec<u8>)> = (150..160).map(|i| (key(i), b"v".to_vec())).collect();
+    let run = || entries.iter().map(|(k, v)| (k.as_slice(), v.as_slice()));
+    let mut ing = db.ingest_behind(0).unwrap();
+    ing.add_run(run()).unwrap();
+    let err = ing.commit(&snap).unwrap_err();
+    assert!(matches!(err, Error::InvalidArgument(_)), "{err:?}");
+    // Also once the tombstone is in an extent.
+    db.flush().unwrap();
+    let mut ing = db.ingest_behind(0).unwrap();
+    ing.add_run(run()).unwrap();
+    assert!(matches!(ing.commit(&snap), Err(Error::InvalidArgument(_))));
+    assert!(scan(&db).is_empty());
+
+    // Beside the old tombstone, and under a newer one: accepted.
+    let snap = db.snapshot();
+    db.delete_range(b"ix0000300", b"ix0000305").unwrap();
+    let entries: Vec<(Vec<u8>, Vec<u8>)> = (300..310).map(|i| (key(i), b"w".to_vec())).collect();
+    let mut ing = db.ingest_behind(0).unwrap();
+    ing.add_run(entries.iter().map(|(k, v)| (k.as_slice(), v.as_slice())))
+        .unwrap();
+    ing.commit(&snap).unwrap();
+    let keys: Vec<Vec<u8>> = scan(&db).into_keys().collect();
+    assert_eq!(keys, (305..310).map(key).collect::<Vec<_>>());
+}

@@ -186,7 +186,7 @@ impl IngestBuilder {
             ));
         }
         let runs = std::mem::take(&mut self.runs);
-        let result = self.commit_runs(&runs);
+        let result = self.commit_runs(&runs, snapshot.sequence());
         // Extents the edit moved into the level now belong to the version
         // (which holds objects of its own for them); every other one was
         // rewritten or never committed, and its slot is freed here.
@@ -203,7 +203,7 @@ impl IngestBuilder {
     }
 
     /// Returns the ids of the run extents that moved into the level as is.
-    fn commit_runs(&mut self, runs: &[Vec<Arc<Extent>>]) -> Result<Vec<u64>> {
+    fn commit_runs(&mut self, runs: &[Vec<Arc<Extent>>], snapshot_seq: u64) -> Result<Vec<u64>> {
         let inner = self.db.inner.clone();
         inner.check_open()?;
         if runs.is_empty() {
@@ -226,6 +226,11 @@ impl IngestBuilder {
                 inner.bg_cv.wait_for(&mut st, Duration::from_millis(20));
             }
             st.compaction_running = true;
+        }
+        if let Err(e) = older_range_tombstone(&inner, self.cf, &lo, &hi, snapshot_seq) {
+            inner.state.lock().compaction_running = false;
+            inner.bg_cv.notify_all();
+            return Err(e);
         }
         let level = inner.opts.num_levels - 1;
         let lower = inner
@@ -284,6 +289,49 @@ impl Drop for IngestBuilder {
 fn discard(run: &[Arc<Extent>]) {
     for e in run {
         e.mark_obsolete();
+    }
+}
+
+/// Refuses an ingest whose range meets a range tombstone at or below the
+/// snapshot: the caller believed keys there had values at the snapshot, yet
+/// the tombstone would hide every entry at sequence 0 beneath it (a newer
+/// tombstone is a legitimate later delete). Caller holds the compaction
+/// turn, so the levels do not change meanwhile.
+fn older_range_tombstone(
+    inner: &super::DbInner,
+    cf: CfId,
+    lo: &[u8],
+    hi: &[u8],
+    snapshot_seq: u64,
+) -> Result<()> {
+    let sv = inner.sv.read().clone();
+    let cfs = sv
+        .cfs
+        .get(&cf)
+        .ok_or_else(|| Error::ColumnFamilyNotFound(cf.to_string()))?;
+    let mut tombs = Vec::new();
+    for mem in std::iter::once(&cfs.mem).chain(cfs.imm.iter()) {
+        tombs.extend(mem.range_tombstones());
+    }
+    let v = &cfs.version;
+    let extents =
+        v.l0.iter()
+            .flat_map(|r| r.extents.iter())
+            .chain(v.levels.iter().flatten());
+    for e in extents {
+        if e.meta.num_range_deletions > 0 && e.meta.overlaps(lo, hi) {
+            tombs.extend(e.reader(false)?.range_tombstones()?);
+        }
+    }
+    match tombs
+        .iter()
+        .find(|(b, e, seq)| *seq <= snapshot_seq && b.as_slice() <= hi && lo < e.as_slice())
+    {
+        Some((b, e, seq)) => Err(Error::InvalidArgument(format!(
+            "ingest range meets a range tombstone [{b:02x?}, {e:02x?}) at sequence {seq}, \
+             not newer than the snapshot"
+        ))),
+        None => Ok(()),
     }
 }
 
