@@ -6,15 +6,18 @@ sbtest table of --rows rows; the server is stopped cleanly and the table's files
 it is started again, half the rows get a new `c` (UPDATE ... WHERE id % 2 = 0, in statements of
 50,000 ids), it is stopped and measured; then the LSM engines are compacted (ShaleDB: `shale
 compact` on the stopped directory; MyRocks: SET GLOBAL rocksdb_compact_cf='default') and
-measured a third time (InnoDB has no such step). What is measured, per engine:
+measured a third time (InnoDB has no such step). Bytes are what the file system allocated
+(st_blocks x 512, as `du` counts), so holes do not count. What is measured, per engine:
 
   ShaleDB  every file of the data directory except WAL segments (NNNNNN.log); and at the end the
-           bytes of the extents in use (data files keep freed 2 MB extent slots for reuse)
+           bytes of the extents in use (data files keep freed 2 MB extent slots for reuse, as
+           holes: punched out when freed)
   InnoDB   the table's tablespace (sbtest/sbtest1.ibd); the shared system tablespace and redo
            logs are left out
   MyRocks  every file of #rocksdb except its WAL (*.log)
 
   bench/space.py --rows 1000000
+  SHALE_ARGS="--cold-compression zstd" bench/space.py --rows 1000000 --servers shale
 """
 import argparse
 import os
@@ -31,20 +34,25 @@ sb = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(sb)
 
 
+def allocated(path):
+    """Bytes the file system allocated to a file (as `du` counts: holes are free)."""
+    return os.stat(path).st_blocks * 512
+
+
 def tree_bytes(root, skip):
     total = 0
     for d, _, files in os.walk(root):
         for f in files:
             if not skip(f):
-                total += os.path.getsize(os.path.join(d, f))
+                total += allocated(os.path.join(d, f))
     return total
 
 
 def shale_live_bytes(server):
     """Bytes of the extents in use (`shale stats`): data files keep freed extent slots for reuse,
     so after a compaction the files can be larger than what they hold."""
-    out = subprocess.run([os.path.join(sb.REPO, "target", "release", "shale"), "--db", server.dir,
-                          "stats"], check=True, capture_output=True, text=True).stdout
+    out = subprocess.run([os.path.join(sb.REPO, "target", "release", "shale"), *sb.SHALE_ARGS, "--db",
+                           server.dir, "stats"], check=True, capture_output=True, text=True).stdout
     return sum(int(m) for m in re.findall(r"extents, (\d+) bytes", out))
 
 
@@ -53,7 +61,7 @@ def measure(server):
         return tree_bytes(server.dir, lambda f: re.fullmatch(r"\d+\.log", f) is not None)
     data = os.path.join(server.dir, "data")
     if server.name == "innodb":
-        return os.path.getsize(os.path.join(data, sb.DBNAME, "sbtest1.ibd"))
+        return allocated(os.path.join(data, sb.DBNAME, "sbtest1.ibd"))
     return tree_bytes(os.path.join(data, "#rocksdb"), lambda f: f.endswith(".log"))
 
 
@@ -90,8 +98,8 @@ def main():
             updated = measure(server)
             compacted = None
             if name == "shale":
-                subprocess.run([os.path.join(sb.REPO, "target", "release", "shale"), "--db", server.dir,
-                                "compact"], check=True, capture_output=True)
+                subprocess.run([os.path.join(sb.REPO, "target", "release", "shale"), *sb.SHALE_ARGS,
+                                "--db", server.dir, "compact"], check=True, capture_output=True)
                 compacted = measure(server)
             elif name == "myrocks":
                 server.start()

@@ -23,6 +23,7 @@ import argparse
 import datetime
 import json
 import os
+import shlex
 import re
 import shutil
 import signal
@@ -82,6 +83,11 @@ def mariadb_cli(port, user, password, sql):
                f"-p{password}", "-e", sql])
 
 
+# Extra top-level `shale` options for every run of the binary, e.g.
+# SHALE_ARGS="--cold-compression zstd".
+SHALE_ARGS = shlex.split(os.environ.get("SHALE_ARGS", ""))
+
+
 class Shale:
     name = "shale"
 
@@ -91,7 +97,7 @@ class Shale:
     def start(self):
         self.port = free_port()
         target = os.environ.get("CARGO_TARGET_DIR", os.path.join(REPO, "target"))
-        args = [os.path.join(target, "release", "shale"), "--db", self.dir, "serve",
+        args = [os.path.join(target, "release", "shale"), *SHALE_ARGS, "--db", self.dir, "serve",
                 "--port", str(self.port)]
         if self.sync:
             args.append("--sync-commits")

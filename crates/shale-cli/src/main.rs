@@ -71,6 +71,10 @@ struct Cli {
     /// this ratio (0 = off).
     #[arg(long, default_value_t = 0.0)]
     blob_gc_live_ratio: f64,
+    /// Block compression of the last (cold) level: none, lz4 or zstd. Hot
+    /// levels are not compressed (docs/architecture.md, "Shape of the tree").
+    #[arg(long, default_value = "lz4", value_parser = ["none", "lz4", "zstd"])]
+    cold_compression: String,
     #[command(subcommand)]
     cmd: Cmd,
 }
@@ -207,6 +211,13 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
     };
     if let Some(n) = cli.recovery_threads {
         opts.recovery_threads = n;
+    }
+    if let Some(last) = opts.compression_per_level.last_mut() {
+        *last = match cli.cold_compression.as_str() {
+            "none" => shaledb::CompressionType::None,
+            "zstd" => shaledb::CompressionType::Zstd,
+            _ => shaledb::CompressionType::Lz4,
+        };
     }
     if let Cmd::Serve(args) = &cli.cmd {
         if args.redis_port.is_some() {

@@ -62,7 +62,7 @@ fn a_new_range_moves_in_without_a_rewrite_and_survives_power_loss() {
     let entries: Vec<(Vec<u8>, Vec<u8>)> = (0..30_000)
         .map(|i| (key(i), format!("v{i}").into_bytes()))
         .collect();
-    let mut ing = db.ingest_behind(0).unwrap();
+    let ing = db.ingest_behind(0).unwrap();
     ing.add_run(entries.iter().map(|(k, v)| (k.as_slice(), v.as_slice())))
         .unwrap();
     let stats = ing.commit(&snap).unwrap();
@@ -120,7 +120,7 @@ fn newer_writes_and_deletes_win_over_the_ingested_values() {
     let at_snap: Vec<(Vec<u8>, Vec<u8>)> = (0..3_000)
         .map(|i| (key(i), format!("old{i}").into_bytes()))
         .collect();
-    let mut ing = db.ingest_behind(0).unwrap();
+    let ing = db.ingest_behind(0).unwrap();
     ing.add_run(
         at_snap
             .iter()
@@ -164,7 +164,7 @@ fn a_key_in_two_runs_fails_the_commit_and_leaves_nothing() {
     let fs = MemFs::new();
     let db = Db::open(Path::new("/db"), opts(&fs)).unwrap();
     let snap = db.snapshot();
-    let mut ing = db.ingest_behind(0).unwrap();
+    let ing = db.ingest_behind(0).unwrap();
     ing.add_run([(&b"a"[..], &b"1"[..]), (b"c", b"3")]).unwrap();
     ing.add_run([(&b"b"[..], &b"2"[..]), (b"c", b"4")]).unwrap();
     let err = ing.commit(&snap).unwrap_err();
@@ -173,7 +173,7 @@ fn a_key_in_two_runs_fails_the_commit_and_leaves_nothing() {
     // The database goes on: writes, flushes and a later ingest work.
     db.put(b"x", b"y").unwrap();
     db.flush().unwrap();
-    let mut ing = db.ingest_behind(0).unwrap();
+    let ing = db.ingest_behind(0).unwrap();
     ing.add_run([(&b"a"[..], &b"1"[..])]).unwrap();
     ing.commit(&snap).unwrap();
     assert_eq!(scan(&db).len(), 2);
@@ -185,7 +185,7 @@ fn an_uncommitted_ingest_frees_its_slots() {
     let db = Db::open(Path::new("/db"), opts(&fs)).unwrap();
     let entries: Vec<(Vec<u8>, Vec<u8>)> = (0..20_000).map(|i| (key(i), vec![7u8; 40])).collect();
     for _ in 0..5 {
-        let mut ing = db.ingest_behind(0).unwrap();
+        let ing = db.ingest_behind(0).unwrap();
         ing.add_run(entries.iter().map(|(k, v)| (k.as_slice(), v.as_slice())))
             .unwrap();
         drop(ing);
@@ -213,13 +213,13 @@ fn an_older_range_tombstone_is_refused_and_a_newer_one_wins() {
     let snap = db.snapshot();
     let entries: Vec<(Vec<u8>, Vec<u8>)> = (150..160).map(|i| (key(i), b"v".to_vec())).collect();
     let run = || entries.iter().map(|(k, v)| (k.as_slice(), v.as_slice()));
-    let mut ing = db.ingest_behind(0).unwrap();
+    let ing = db.ingest_behind(0).unwrap();
     ing.add_run(run()).unwrap();
     let err = ing.commit(&snap).unwrap_err();
     assert!(matches!(err, Error::InvalidArgument(_)), "{err:?}");
     // Also once the tombstone is in an extent.
     db.flush().unwrap();
-    let mut ing = db.ingest_behind(0).unwrap();
+    let ing = db.ingest_behind(0).unwrap();
     ing.add_run(run()).unwrap();
     assert!(matches!(ing.commit(&snap), Err(Error::InvalidArgument(_))));
     assert!(scan(&db).is_empty());
@@ -228,10 +228,37 @@ fn an_older_range_tombstone_is_refused_and_a_newer_one_wins() {
     let snap = db.snapshot();
     db.delete_range(b"ix0000300", b"ix0000305").unwrap();
     let entries: Vec<(Vec<u8>, Vec<u8>)> = (300..310).map(|i| (key(i), b"w".to_vec())).collect();
-    let mut ing = db.ingest_behind(0).unwrap();
+    let ing = db.ingest_behind(0).unwrap();
     ing.add_run(entries.iter().map(|(k, v)| (k.as_slice(), v.as_slice())))
         .unwrap();
     ing.commit(&snap).unwrap();
     let keys: Vec<Vec<u8>> = scan(&db).into_keys().collect();
     assert_eq!(keys, (305..310).map(key).collect::<Vec<_>>());
+}
+
+/// Key-disjoint runs written from two threads move in as one run, without
+/// a rewrite; overlapping ones are merged (see above).
+#[test]
+fn disjoint_runs_from_two_threads_move_in_without_a_rewrite() {
+    let fs = MemFs::new();
+    let db = Db::open(Path::new("/db"), opts(&fs)).unwrap();
+    let snap = db.snapshot();
+    let entries: Vec<(Vec<u8>, Vec<u8>)> = (0..40_000).map(|i| (key(i), b"v".to_vec())).collect();
+    let ing = db.ingest_behind(0).unwrap();
+    let (lo, hi) = entries.split_at(23_456);
+    std::thread::scope(|s| {
+        for half in [hi, lo] {
+            let ing = &ing;
+            s.spawn(move || {
+                ing.add_run(half.iter().map(|(k, v)| (k.as_slice(), v.as_slice())))
+                    .unwrap()
+            });
+        }
+    });
+    let stats = ing.commit(&snap).unwrap();
+    assert_eq!((stats.entries, stats.runs), (40_000, 2));
+    assert_eq!(stats.bytes_rewritten, 0);
+    let all = scan(&db);
+    assert_eq!(all.len(), 40_000);
+    assert!(all.keys().eq(entries.iter().map(|(k, _)| k)));
 }

@@ -5,7 +5,7 @@
 //! # use shaledb::{Db, Options};
 //! let db = Db::open("/tmp/shale-ingest", Options::default())?;
 //! let snap = db.snapshot();
-//! let mut ingest = db.ingest_behind(0)?;
+//! let ingest = db.ingest_behind(0)?;
 //! ingest.add_run([(&b"a"[..], &b"1"[..]), (b"b", b"2")])?;
 //! ingest.add_run([(&b"ab"[..], &b"3"[..])])?; // runs may interleave
 //! let stats = ingest.commit(&snap)?;
@@ -29,6 +29,7 @@ use crate::error::{Error, Result};
 use crate::extent::ExtentBuilder;
 use crate::types::{append_internal_key, ValueKind};
 use crate::version::{Extent, ExtentMeta, VersionEdit};
+use parking_lot::Mutex;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -47,9 +48,21 @@ pub struct IngestStats {
 
 /// Collects sorted runs for one ingest (see the module docs). Dropping it
 /// without [`IngestBuilder::commit`] frees every slot it wrote.
+///
+/// Runs may be added from several threads at once (`add_run` takes
+/// `&self`): a caller that splits its sorted entries into key-disjoint
+/// runs writes them in parallel, and the commit still moves them in as one
+/// sorted run without rewriting.
 pub struct IngestBuilder {
     db: Db,
     cf: CfId,
+    /// Runs written so far and the figures; guarded here because runs are
+    /// added concurrently.
+    state: Mutex<IngestState>,
+}
+
+#[derive(Default)]
+struct IngestState {
     /// Extents of each run, in key order. Not in any version: each is
     /// marked obsolete (its slot freed on drop) unless the commit moves it
     /// into the level.
@@ -72,8 +85,7 @@ impl Db {
         Ok(IngestBuilder {
             db: self.clone(),
             cf,
-            runs: Vec::new(),
-            stats: IngestStats::default(),
+            state: Mutex::new(IngestState::default()),
         })
     }
 }
@@ -82,15 +94,20 @@ impl IngestBuilder {
     /// Writes one run: `(user key, value)` pairs with strictly ascending
     /// keys. Keys must be distinct across runs too (the commit fails with
     /// `InvalidArgument` otherwise). On error nothing of this run is kept.
-    pub fn add_run<'a, I>(&mut self, entries: I) -> Result<()>
+    pub fn add_run<'a, I>(&self, entries: I) -> Result<()>
     where
         I: IntoIterator<Item = (&'a [u8], &'a [u8])>,
     {
         let mut run = Vec::new();
-        match self.write_run(entries, &mut run) {
+        let mut stats = IngestStats::default();
+        match self.write_run(entries, &mut run, &mut stats) {
             Ok(()) => {
+                let mut st = self.state.lock();
+                st.stats.entries += stats.entries;
+                st.stats.runs += 1;
+                st.stats.bytes_written += stats.bytes_written;
                 if !run.is_empty() {
-                    self.runs.push(run);
+                    st.runs.push(run);
                 }
                 Ok(())
             }
@@ -101,7 +118,12 @@ impl IngestBuilder {
         }
     }
 
-    fn write_run<'a, I>(&mut self, entries: I, run: &mut Vec<Arc<Extent>>) -> Result<()>
+    fn write_run<'a, I>(
+        &self,
+        entries: I,
+        run: &mut Vec<Arc<Extent>>,
+        stats: &mut IngestStats,
+    ) -> Result<()>
     where
         I: IntoIterator<Item = (&'a [u8], &'a [u8])>,
     {
@@ -126,7 +148,7 @@ impl IngestBuilder {
                 .is_some_and(|b| !b.is_empty() && b.would_overflow(ikey.len(), value.len()));
             if full {
                 if let Some(b) = builder.take() {
-                    run.push(self.write_extent(b)?);
+                    run.push(self.write_extent(b, stats)?);
                 }
             }
             builder
@@ -135,14 +157,13 @@ impl IngestBuilder {
             entries_added += 1;
         }
         if let Some(b) = builder.take().filter(|b| !b.is_empty()) {
-            run.push(self.write_extent(b)?);
+            run.push(self.write_extent(b, stats)?);
         }
-        self.stats.entries += entries_added;
-        self.stats.runs += 1;
+        stats.entries += entries_added;
         Ok(())
     }
 
-    fn write_extent(&mut self, b: ExtentBuilder) -> Result<Arc<Extent>> {
+    fn write_extent(&self, b: ExtentBuilder, stats: &mut IngestStats) -> Result<Arc<Extent>> {
         let inner = &self.db.inner;
         let fin = b.finish()?;
         let space = inner.versions.space();
@@ -169,7 +190,7 @@ impl IngestBuilder {
             num_range_deletions: props.num_range_deletions,
             run: 0,
         };
-        self.stats.bytes_written += u64::from(size);
+        stats.bytes_written += u64::from(size);
         Ok(Extent::new(meta, space.clone()))
     }
 
@@ -185,7 +206,7 @@ impl IngestBuilder {
                 "ingest snapshot is of another database".into(),
             ));
         }
-        let runs = std::mem::take(&mut self.runs);
+        let runs = coalesce_disjoint(std::mem::take(&mut self.state.get_mut().runs));
         let result = self.commit_runs(&runs, snapshot.sequence());
         // Extents the edit moved into the level now belong to the version
         // (which holds objects of its own for them); every other one was
@@ -199,7 +220,7 @@ impl IngestBuilder {
                 e.mark_obsolete();
             }
         }
-        result.map(|_| self.stats.clone())
+        result.map(|_| self.state.get_mut().stats.clone())
     }
 
     /// Returns the ids of the run extents that moved into the level as is.
@@ -267,7 +288,7 @@ impl IngestBuilder {
         install_super_version(&inner, &st);
         inner.bg_cv.notify_all();
         drop(st);
-        self.stats.bytes_rewritten = r.bytes_written;
+        self.state.get_mut().stats.bytes_rewritten = r.bytes_written;
         let fresh: Vec<u64> = runs.iter().flatten().map(|e| e.meta.id).collect();
         Ok(r.added
             .iter()
@@ -279,9 +300,32 @@ impl IngestBuilder {
 
 impl Drop for IngestBuilder {
     fn drop(&mut self) {
-        for run in &self.runs {
+        for run in &self.state.get_mut().runs {
             discard(run);
         }
+    }
+}
+
+/// Joins runs whose key ranges do not meet into one sorted run, so that a
+/// parallel writer's key-disjoint runs move into the level as one (a merge
+/// of several upper runs rewrites them all). Runs that overlap stay apart.
+fn coalesce_disjoint(mut runs: Vec<Vec<Arc<Extent>>>) -> Vec<Vec<Arc<Extent>>> {
+    let bounds = |r: &Vec<Arc<Extent>>| {
+        (
+            r.first()
+                .map(|e| e.meta.smallest.clone())
+                .unwrap_or_default(),
+            r.last().map(|e| e.meta.largest.clone()).unwrap_or_default(),
+        )
+    };
+    runs.sort_by_key(|r| bounds(r).0);
+    let disjoint = runs
+        .windows(2)
+        .all(|w| matches!(w, [a, b] if bounds(a).1 < bounds(b).0));
+    if disjoint && runs.len() > 1 {
+        vec![runs.into_iter().flatten().collect()]
+    } else {
+        runs
     }
 }
 
@@ -365,14 +409,14 @@ mod tests {
             .add_run([(&b"a"[..], &b"1"[..]), (b"a", b"2")])
             .unwrap_err();
         assert!(matches!(err, Error::InvalidArgument(_)), "{err:?}");
-        assert!(ing.runs.is_empty());
+        assert!(ing.state.lock().runs.is_empty());
     }
 
     #[test]
     fn snapshot_of_another_database_is_refused() {
         let (d1, d2) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
         let (a, b) = (open(d1.path()), open(d2.path()));
-        let mut ing = a.ingest_behind(0).unwrap();
+        let ing = a.ingest_behind(0).unwrap();
         ing.add_run([(&b"k"[..], &b"v"[..])]).unwrap();
         let err = ing.commit(&b.snapshot()).unwrap_err();
         assert!(matches!(err, Error::InvalidArgument(_)), "{err:?}");

@@ -199,6 +199,10 @@ impl ExtentFile for FaultExtent {
         check(&self.ctl, OpKind::Sync, "fdatasync", &self.path)?;
         self.inner.sync()
     }
+    fn punch_hole(&self, offset: u64, len: u64) -> Result<()> {
+        check(&self.ctl, OpKind::Other, "fallocate", &self.path)?;
+        self.inner.punch_hole(offset, len)
+    }
 }
 
 impl FileSystem for FaultFs {

@@ -65,6 +65,14 @@ pub trait ExtentFile: RandomAccessFile {
     fn write_all_at(&self, offset: u64, data: &[u8]) -> Result<()>;
     /// Makes all writes so far durable.
     fn sync(&self) -> Result<()>;
+    /// Gives the storage of `[offset, offset + len)` back to the file
+    /// system; the range then reads as zeros and the file keeps its size.
+    /// Called for freed extent slots, which nothing reads until they are
+    /// written again. Default: nothing (the bytes stay allocated).
+    fn punch_hole(&self, offset: u64, len: u64) -> Result<()> {
+        let _ = (offset, len);
+        Ok(())
+    }
 }
 
 /// Sequential reader (WAL and manifest replay).

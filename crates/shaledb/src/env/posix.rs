@@ -132,6 +132,36 @@ impl ExtentFile for PosixRandom {
             .sync_data()
             .map_err(|e| Error::io("fdatasync", &self.path, e))
     }
+    fn punch_hole(&self, offset: u64, len: u64) -> Result<()> {
+        let bad = || {
+            Error::io(
+                "fallocate",
+                &self.path,
+                std::io::Error::from(std::io::ErrorKind::InvalidInput),
+            )
+        };
+        let off = libc::off_t::try_from(offset).map_err(|_| bad())?;
+        let len = libc::off_t::try_from(len).map_err(|_| bad())?;
+        // SAFETY: fallocate takes a file descriptor this struct owns (open
+        // for its lifetime) and plain integers; no memory is passed.
+        let rc = unsafe {
+            libc::fallocate(
+                self.file.as_raw_fd(),
+                libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+                off,
+                len,
+            )
+        };
+        if rc == 0 {
+            return Ok(());
+        }
+        let e = std::io::Error::last_os_error();
+        match e.raw_os_error() {
+            // A file system without hole punching keeps the bytes: only space is lost.
+            Some(libc::EOPNOTSUPP) | Some(libc::ENOSYS) => Ok(()),
+            _ => Err(Error::io("fallocate", &self.path, e)),
+        }
+    }
 }
 
 struct PosixSequential {

@@ -247,7 +247,10 @@ impl ExtentSpace {
         Ok(())
     }
 
-    /// Frees a slot; deletes the file when its last slot is freed.
+    /// Frees a slot; deletes the file when its last slot is freed, else
+    /// punches a hole over the slot so the file system gets the space back
+    /// (the file keeps its size; a later extent is written into the hole).
+    /// Nothing reads a freed slot: invariant 5 of docs/architecture.md.
     pub fn release(&self, file_number: u64, slot: u32) {
         let mut inner = self.inner.lock();
         let mut now_empty = false;
@@ -257,6 +260,13 @@ impl ExtentSpace {
                     *u = false;
                     df.used_count -= 1;
                     now_empty = df.used_count == 0;
+                    if !now_empty {
+                        let at = u64::from(slot) * self.extent_size;
+                        // A failed punch only keeps the space allocated.
+                        if let Err(e) = df.file.punch_hole(at, self.extent_size) {
+                            tracing::warn!("could not punch a hole over a freed slot: {e}");
+                        }
+                    }
                 }
             }
         }
@@ -319,5 +329,44 @@ mod tests {
         assert!(!data_file_path(dir.path(), 11).exists());
         assert!(space.write_extent(&[0u8; 5000]).is_err());
         assert_eq!(space.stats().used_slots, 2);
+    }
+
+    /// A freed slot gives its blocks back and reads as zeros; the file
+    /// keeps its size and the slot is written again on reuse.
+    #[test]
+    fn a_freed_slot_is_punched_out() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let slot = 1 << 20;
+        let space = ExtentSpace::new(
+            PosixFs::arc(),
+            dir.path().to_owned(),
+            slot,
+            4,
+            Arc::new(AtomicU64::new(1)),
+            None,
+        );
+        let full = vec![0xABu8; usize::try_from(slot).expect("small")];
+        for _ in 0..3 {
+            space.write_extent(&full).expect("write");
+        }
+        space.sync_files(&[1]).expect("sync");
+        let path = data_file_path(dir.path(), 1);
+        let before = std::fs::metadata(&path).expect("stat");
+        space.release(1, 1);
+        let after = std::fs::metadata(&path).expect("stat");
+        assert_eq!(after.len(), before.len());
+        // ext4, xfs and tmpfs punch holes; elsewhere the bytes just stay.
+        if after.blocks() < before.blocks() {
+            assert!(before.blocks() - after.blocks() >= slot / 512);
+            let mut buf = vec![1u8; 4096];
+            space
+                .file(1)
+                .expect("file")
+                .read_exact_at(slot, &mut buf)
+                .expect("read");
+            assert!(buf.iter().all(|b| *b == 0));
+        }
+        assert_eq!(space.write_extent(&full).expect("reuse"), (1, 1));
     }
 }
