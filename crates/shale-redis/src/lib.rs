@@ -7,6 +7,7 @@
 
 pub mod commands;
 pub mod glob;
+pub mod pubsub;
 pub mod resp;
 pub mod server;
 pub mod store;

@@ -219,7 +219,7 @@ pub fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
 pub struct Store {
     db: Db,
     cf: CfId,
-    /// Key-striped write locks (see [`Store::lock_keys`]).
+    /// Key-striped write locks (see [`Store::lock_stripes`]).
     stripes: Vec<Mutex<()>>,
     last_version: AtomicU64,
     watches: Watches,
@@ -246,18 +246,31 @@ impl Store {
         &self.db
     }
 
-    /// Locks the stripes of `keys` of `db` (in stripe order, so no deadlock)
-    /// for a command's read and write: every writer of a key holds its
-    /// stripe, so read-modify-write commands on one key are serial, and
-    /// commands on different keys can group-commit together.
-    pub fn lock_keys<'a>(&self, db: u8, keys: impl IntoIterator<Item = &'a [u8]>) -> KeyLocks<'_> {
-        let ids: BTreeSet<usize> = keys.into_iter().map(|k| stripe(db, k)).collect();
+    /// The lock stripes of `keys` of `db`, in order.
+    pub fn stripes_of<'a>(
+        &self,
+        db: u8,
+        keys: impl IntoIterator<Item = &'a [u8]>,
+    ) -> BTreeSet<usize> {
+        keys.into_iter().map(|k| stripe(db, k)).collect()
+    }
+
+    /// Locks the stripes `ids` (in stripe order, so no deadlock) for a
+    /// command's read and write: every writer of a key holds its stripe,
+    /// so read-modify-write commands on one key are serial, and commands on
+    /// different keys can group-commit together.
+    pub fn lock_stripes(&self, ids: &BTreeSet<usize>) -> KeyLocks<'_> {
         KeyLocks(
-            ids.into_iter()
-                .filter_map(|i| self.stripes.get(i))
+            ids.iter()
+                .filter_map(|&i| self.stripes.get(i))
                 .map(|m| m.lock())
                 .collect(),
         )
+    }
+
+    /// Every stripe id.
+    pub fn all_stripes(&self) -> BTreeSet<usize> {
+        (0..self.stripes.len()).collect()
     }
 
     /// Locks every stripe (FLUSHDB).

@@ -4,10 +4,10 @@
 //! all-or-nothing and later commands of an EXEC read what earlier ones wrote.
 
 use crate::store::{
-    meta_key, now_ms, owner_of, prefix_end, KeyLocks, Meta, Result, Store, StoreError,
+    meta_key, now_ms, owner_of, prefix_end, DbKey, KeyLocks, Meta, Result, Store, StoreError,
 };
 use shaledb::{ReadOptions, WriteBatch, WriteOptions};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
 
 pub struct Tx<'a> {
@@ -18,6 +18,8 @@ pub struct Tx<'a> {
     /// Buffered range deletes `[begin, end)` (FLUSHDB), applied before `writes`.
     ranges: Vec<(Vec<u8>, Vec<u8>)>,
     locks: Vec<KeyLocks<'a>>,
+    /// The stripes held (a second [`Tx::lock`] of a key is then a no-op).
+    held: BTreeSet<usize>,
     /// Every stripe is held (EXEC): [`Tx::lock`] is then a no-op.
     all_locked: bool,
     /// The time expiry is judged against: fixed for the whole transaction.
@@ -44,6 +46,7 @@ impl<'a> Tx<'a> {
             writes: BTreeMap::new(),
             ranges: Vec::new(),
             locks: Vec::new(),
+            held: BTreeSet::new(),
             all_locked: false,
             now: now_ms(),
             undo: None,
@@ -72,17 +75,46 @@ impl<'a> Tx<'a> {
 
     /// Takes the write locks of `keys` until the end of the transaction.
     /// Called once per command, before its reads (every writer of a key
-    /// holds its lock, so what the command reads does not move).
+    /// holds its lock, so what the command reads does not move). Stripes
+    /// already held are skipped, so a command may call a helper that locks
+    /// a key it locked already (BLPOP's keys, then LPOP of one); new
+    /// stripes must only be taken this way in one call, or in stripe order.
     pub fn lock<'k>(&mut self, db: u8, keys: impl IntoIterator<Item = &'k [u8]>) {
         if !self.all_locked {
-            self.locks.push(self.st.lock_keys(db, keys));
+            let ids: BTreeSet<usize> = self
+                .st
+                .stripes_of(db, keys)
+                .difference(&self.held)
+                .copied()
+                .collect();
+            if !ids.is_empty() {
+                self.locks.push(self.st.lock_stripes(&ids));
+                self.held.extend(ids);
+            }
         }
+    }
+
+    /// The user keys whose metadata this transaction writes (not deletes):
+    /// the keys a blocked client may now pop from.
+    pub fn written_keys(&self) -> Vec<DbKey> {
+        self.writes
+            .iter()
+            .filter(|(k, v)| v.is_some() && k.first() == Some(&b'M'))
+            .filter_map(|(k, _)| owner_of(k).map(|(db, key)| (db, key.to_vec())))
+            .collect()
     }
 
     /// Takes every key lock (FLUSHDB); a no-op when held already.
     pub fn lock_all(&mut self) {
         if !self.all_locked {
-            self.locks.push(self.st.lock_all());
+            // Stripes held already are skipped (a second lock would deadlock).
+            let ids: BTreeSet<usize> = self
+                .st
+                .all_stripes()
+                .difference(&self.held)
+                .copied()
+                .collect();
+            self.locks.push(self.st.lock_stripes(&ids));
             self.all_locked = true;
         }
     }

@@ -140,8 +140,5 @@ fn exec(shared: &Shared, conn: &mut Conn) -> Reply {
             }
         }
     }
-    match tx.commit() {
-        Ok(()) => Reply::Array(replies),
-        Err(e) => Reply::Error(CmdError::from(e).to_string()),
-    }
+    super::commit(shared, tx, Reply::Array(replies))
 }

@@ -274,3 +274,72 @@ pub fn normalize(raw: &str) -> String {
     }
     item(raw).0
 }
+
+/// One step of a multi-client scenario (see [`run_scenario`]).
+pub enum Step {
+    /// Client n sends a command and reads its reply.
+    Call(usize, &'static [&'static str]),
+    /// Client n sends a command without reading (it blocks).
+    Send(usize, &'static [&'static str]),
+    /// Client n reads one reply (a served BLPOP, a pub/sub message).
+    Read(usize),
+    /// Client n closes its connection.
+    Close(usize),
+    /// Lets the server act (a blocked command register, a timeout pass).
+    Sleep(u64),
+}
+
+/// Runs `steps` with `clients` authenticated connections to `port` (after
+/// HELLO 3 for the clients in `resp3`); the transcript of every reply read.
+pub fn run_scenario(port: u16, clients: usize, resp3: &[usize], steps: &[Step]) -> Vec<String> {
+    let mut cs: Vec<Option<Raw>> = (0..clients)
+        .map(|i| {
+            let mut c = Raw::connect(port);
+            assert_eq!(c.call(&["AUTH", PW]), "+OK\r\n");
+            if resp3.contains(&i) {
+                c.call(&["HELLO", "3"]);
+            }
+            Some(c)
+        })
+        .collect();
+    let mut out = Vec::new();
+    for (n, step) in steps.iter().enumerate() {
+        match step {
+            Step::Call(i, cmd) => {
+                let r = cs[*i].as_mut().unwrap().call(cmd);
+                out.push(format!("{n}: c{i} {cmd:?} -> {r:?}"));
+            }
+            Step::Send(i, cmd) => cs[*i].as_mut().unwrap().send(cmd),
+            Step::Read(i) => {
+                let r = cs[*i].as_mut().unwrap().reply();
+                out.push(format!("{n}: c{i} read -> {r:?}"));
+            }
+            Step::Close(i) => cs[*i] = None,
+            Step::Sleep(ms) => std::thread::sleep(Duration::from_millis(*ms)),
+        }
+    }
+    out
+}
+
+/// Runs a scenario on redis-server and on shale-redis-server; asserts the
+/// same transcript.
+pub fn compare_scenario(clients: usize, resp3: &[usize], steps: &[Step]) {
+    let dir = tempfile::tempdir().unwrap();
+    let redis_dir = tempfile::tempdir().unwrap();
+    let redis = start_redis(redis_dir.path());
+    let shale = start_shale(dir.path());
+    let want = run_scenario(redis.port, clients, resp3, steps);
+    let got = run_scenario(shale.port, clients, resp3, steps);
+    let diffs: Vec<String> = want
+        .iter()
+        .zip(&got)
+        .filter(|(w, g)| w != g)
+        .map(|(w, g)| format!("redis: {w}\nshale: {g}"))
+        .collect();
+    assert!(
+        diffs.is_empty() && want.len() == got.len(),
+        "{} differences:\n{}",
+        diffs.len(),
+        diffs.join("\n")
+    );
+}
