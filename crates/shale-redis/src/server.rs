@@ -39,6 +39,10 @@ pub fn serve(
     let shared = Arc::new(Shared::new(Store::open(db)?, password, port, stop.clone()));
     listener.set_nonblocking(true)?;
     let mut threads = Vec::new();
+    let sweeper = {
+        let (shared, stop) = (shared.clone(), stop.clone());
+        std::thread::spawn(move || crate::expire::run(&shared.store, &stop))
+    };
     while !stop.load(Ordering::SeqCst) {
         match listener.accept() {
             Ok((stream, _)) => {
@@ -53,12 +57,16 @@ pub fn serve(
                 std::thread::sleep(Duration::from_millis(5))
             }
             Err(e) if e.kind() == ErrorKind::Interrupted => {}
-            Err(e) => return Err(e.into()),
+            Err(e) => {
+                stop.store(true, Ordering::SeqCst); // ends the expiry cycle
+                return Err(e.into());
+            }
         }
     }
     for t in threads {
         let _ = t.join();
     }
+    let _ = sweeper.join();
     Ok(())
 }
 

@@ -186,6 +186,17 @@ pub fn meta_key(db: u8, key: &[u8]) -> Vec<u8> {
     k
 }
 
+/// `E | db | expire_at (u64 BE) | key`: the expiry index entry of a key
+/// with a TTL (walked in time order by the active expiry cycle).
+pub fn expiry_key(db: u8, expire_at: u64, key: &[u8]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(10 + key.len());
+    k.push(b'E');
+    k.push(db);
+    k.extend_from_slice(&expire_at.to_be_bytes());
+    k.extend_from_slice(key);
+    k
+}
+
 /// `S | db | keylen | key | version`: the prefix of one hash's fields.
 pub fn sub_prefix(db: u8, key: &[u8], version: u64) -> Vec<u8> {
     let mut k = Vec::with_capacity(14 + key.len());
@@ -223,6 +234,8 @@ pub struct Store {
     stripes: Vec<Mutex<()>>,
     last_version: AtomicU64,
     watches: Watches,
+    /// Keys deleted by the active expiry cycle (INFO `expired_keys`).
+    pub expired_keys: AtomicU64,
 }
 
 impl Store {
@@ -239,6 +252,7 @@ impl Store {
             stripes: (0..STRIPES).map(|_| Mutex::new(())).collect(),
             last_version: AtomicU64::new(0),
             watches: Watches::default(),
+            expired_keys: AtomicU64::new(0),
         })
     }
 

@@ -4,7 +4,8 @@
 //! all-or-nothing and later commands of an EXEC read what earlier ones wrote.
 
 use crate::store::{
-    meta_key, now_ms, owner_of, prefix_end, DbKey, KeyLocks, Meta, Result, Store, StoreError,
+    expiry_key, meta_key, now_ms, owner_of, prefix_end, DbKey, KeyLocks, Meta, Result, Store,
+    StoreError,
 };
 use shaledb::{ReadOptions, WriteBatch, WriteOptions};
 use std::collections::{BTreeMap, BTreeSet};
@@ -215,7 +216,12 @@ impl<'a> Tx<'a> {
         self.write_entry(key, None);
     }
 
+    /// Writes the metadata of `key`, and its expiry index entry when it has
+    /// a TTL (an entry left by an older TTL is dropped by the expiry cycle).
     pub fn put_meta(&mut self, db: u8, key: &[u8], m: &Meta) {
+        if m.expire_at != 0 {
+            self.put(expiry_key(db, m.expire_at, key), Vec::new());
+        }
         self.put(meta_key(db, key), m.encode());
     }
 

@@ -119,7 +119,7 @@ pub fn run(shared: &Shared, tx: &mut Tx, db: u8, name: &str, a: &[Vec<u8>]) -> C
                 return Err(CmdError::Syntax);
             }
             tx.lock_all();
-            for tag in [b'M', b'S', b'Z'] {
+            for tag in [b'M', b'S', b'Z', b'E'] {
                 tx.delete_prefix(&[tag, db]);
             }
             Ok(Reply::ok())
@@ -284,6 +284,16 @@ pub fn info(shared: &Shared, tx: &mut Tx, a: &[Vec<u8>]) -> CmdResult {
             shared.port,
             shared.started.elapsed().as_secs()
         ));
+    }
+    if want("stats") {
+        if !out.is_empty() {
+            out.push_str("\r\n");
+        }
+        let expired = shared
+            .store
+            .expired_keys
+            .load(std::sync::atomic::Ordering::Relaxed);
+        out.push_str(&format!("# Stats\r\nexpired_keys:{expired}\r\n"));
     }
     if want("keyspace") {
         if !out.is_empty() {
