@@ -8,6 +8,7 @@
 pub mod commands;
 pub mod expire;
 pub mod glob;
+pub mod ldouble;
 pub mod pubsub;
 pub mod resp;
 pub mod server;

@@ -225,6 +225,16 @@ impl<'a> Tx<'a> {
         self.put(meta_key(db, key), m.encode());
     }
 
+    /// Writes a collection's metadata back, or deletes the key when it is
+    /// empty (Redis deletes empty collections).
+    pub fn save_collection(&mut self, db: u8, key: &[u8], m: &Meta) {
+        if m.size == 0 {
+            self.delete_meta(db, key);
+        } else {
+            self.put_meta(db, key, m);
+        }
+    }
+
     pub fn delete_meta(&mut self, db: u8, key: &[u8]) {
         self.delete(meta_key(db, key));
     }

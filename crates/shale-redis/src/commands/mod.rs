@@ -6,7 +6,9 @@ mod hashes;
 mod keys;
 mod lists;
 mod multi;
+mod random;
 mod rename;
+mod scan;
 mod sets;
 mod strings;
 mod zsets;
@@ -36,6 +38,12 @@ pub enum CmdError {
     Overflow,
     #[error("ERR syntax error")]
     Syntax,
+    #[error("ERR value is not a valid float")]
+    NotFloat,
+    #[error("ERR hash value is not a float")]
+    HashNotFloat,
+    #[error("ERR increment would produce NaN or Infinity")]
+    NanOrInfinity,
     #[error("ERR invalid expire time in '{0}' command")]
     InvalidExpire(&'static str),
     #[error("ERR {0}")]
@@ -164,10 +172,11 @@ fn arity(name: &str) -> Option<i32> {
         "auth" | "mget" | "del" | "unlink" | "exists" | "scan" | "config" => -2,
         "set" | "mset" | "msetnx" | "expire" | "pexpire" | "expireat" | "pexpireat" | "hmget"
         | "hdel" => -3,
-        "setnx" | "getset" | "incrby" | "decrby" | "append" | "hget" | "hexists" | "hstrlen" => 3,
+        "setnx" | "getset" | "incrby" | "decrby" | "append" | "hget" | "hexists" | "hstrlen"
+        | "incrbyfloat" => 3,
         "setex" | "psetex" | "hsetnx" => 4,
         "hset" => -4,
-        "hincrby" => 4,
+        "hincrby" | "hincrbyfloat" => 4,
         "dbsize" | "multi" | "exec" | "discard" | "unwatch" => 1,
         "rename" | "renamenx" => 3,
         "copy" | "hscan" => -3,
@@ -192,7 +201,7 @@ fn arity(name: &str) -> Option<i32> {
         "zrangestore" => -5,
         "zunionstore" | "zinterstore" | "zdiffstore" => -4,
         "zcard" => 2,
-        "zpopmin" | "zpopmax" => -2,
+        "zpopmin" | "zpopmax" | "hrandfield" | "zrandmember" => -2,
         "blpop" | "brpop" | "bzpopmin" | "bzpopmax" => -3,
         "blmove" => 6,
         "brpoplpush" => 4,
@@ -338,6 +347,12 @@ pub fn typed_meta(tx: &Tx, db: u8, key: &[u8], ty: Type) -> Result<Option<Meta>,
     }
 }
 
+/// The live value of `key` if it has type `ty`, else a new empty one
+/// under a new version (the add commands: LPUSH, SADD, ZADD, HSET ...).
+pub fn meta_or_new(tx: &Tx, db: u8, key: &[u8], ty: Type) -> Result<Meta, CmdError> {
+    Ok(typed_meta(tx, db, key, ty)?.unwrap_or_else(|| Meta::new(ty, tx.new_version())))
+}
+
 /// Runs one command inside `tx` (the caller commits it).
 fn run(shared: &Shared, conn: &mut Conn, tx: &mut Tx, name: &str, a: &[Vec<u8>]) -> CmdResult {
     let db = conn.db;
@@ -369,11 +384,12 @@ fn run(shared: &Shared, conn: &mut Conn, tx: &mut Tx, name: &str, a: &[Vec<u8>])
         "config" => config(a),
         "info" => keys::info(shared, tx, a),
         "get" | "set" | "mget" | "mset" | "setnx" | "getset" | "getdel" | "incr" | "decr"
-        | "incrby" | "decrby" | "append" | "strlen" | "setex" | "psetex" | "msetnx" => {
-            strings::run(tx, db, name, a)
-        }
+        | "incrby" | "decrby" | "append" | "strlen" | "setex" | "psetex" | "msetnx"
+        | "incrbyfloat" => strings::run(tx, db, name, a),
         "hset" | "hget" | "hmget" | "hgetall" | "hdel" | "hlen" | "hexists" | "hincrby"
-        | "hkeys" | "hvals" | "hsetnx" | "hstrlen" => hashes::run(tx, db, name, a),
+        | "hkeys" | "hvals" | "hsetnx" | "hstrlen" | "hincrbyfloat" | "hrandfield" => {
+            hashes::run(tx, db, name, a)
+        }
         "unwatch" => Ok(multi::unwatch(shared, conn)),
         "rename" | "renamenx" | "copy" => rename::run(tx, db, name, a),
         "hscan" => hashes::hscan(shared, tx, db, a),

@@ -329,17 +329,65 @@ pub fn compare_scenario(clients: usize, resp3: &[usize], steps: &[Step]) {
     let redis = start_redis(redis_dir.path());
     let shale = start_shale(dir.path());
     let want = run_scenario(redis.port, clients, resp3, steps);
-    let got = run_scenario(shale.port, clients, resp3, steps);
+    assert_same(&want, &run_scenario(shale.port, clients, resp3, steps));
+}
+
+/// Asserts two transcripts are equal, listing every differing line.
+pub fn assert_same(want: &[String], got: &[String]) {
     let diffs: Vec<String> = want
         .iter()
-        .zip(&got)
+        .zip(got)
         .filter(|(w, g)| w != g)
-        .map(|(w, g)| format!("redis: {w}\nshale: {g}"))
+        .map(|(w, g)| format!("redis: {w:?}\nshale: {g:?}"))
         .collect();
     assert!(
         diffs.is_empty() && want.len() == got.len(),
-        "{} differences:\n{}",
+        "{} differences ({} vs {} replies):\n{}",
         diffs.len(),
+        want.len(),
+        got.len(),
         diffs.join("\n")
     );
+}
+
+/// HELLO's map holds the connection id, which differs between servers.
+pub fn mask_id(reply: &str) -> String {
+    let Some(at) = reply.find("$2\r\nid\r\n:") else {
+        return reply.to_string();
+    };
+    let start = at + "$2\r\nid\r\n:".len();
+    let end = start + reply[start..].find("\r\n").unwrap();
+    format!("{}ID{}", &reply[..start], &reply[end..])
+}
+
+/// Runs `script` on redis-server and shale-redis-server, one connection
+/// each (after AUTH when `auth`, after HELLO 3 when `resp3`), and asserts
+/// identical replies; commands named in `unordered` are compared sorted.
+pub fn compare_script(script: &[&[&str]], auth: bool, resp3: bool, unordered: &[&str]) {
+    let dir = tempfile::tempdir().unwrap();
+    let redis_dir = tempfile::tempdir().unwrap();
+    let redis = start_redis(redis_dir.path());
+    let shale = start_shale(dir.path());
+    let (mut a, mut b) = (Raw::connect(redis.port), Raw::connect(shale.port));
+    let mut prelude: Vec<&[&str]> = Vec::new();
+    if auth {
+        prelude.push(&["AUTH", PW]);
+    }
+    if resp3 {
+        prelude.push(&["HELLO", "3"]);
+    }
+    let call = |c: &mut Raw, cmd: &[&str]| {
+        let raw = mask_id(&c.call(cmd));
+        if unordered.contains(&cmd[0].to_ascii_uppercase().as_str()) {
+            normalize(&raw)
+        } else {
+            raw
+        }
+    };
+    let (mut want, mut got) = (Vec::new(), Vec::new());
+    for cmd in prelude.into_iter().chain(script.iter().copied()) {
+        want.push(format!("{cmd:?} -> {}", call(&mut a, cmd)));
+        got.push(format!("{cmd:?} -> {}", call(&mut b, cmd)));
+    }
+    assert_same(&want, &got);
 }
