@@ -48,6 +48,7 @@ fn immediate_forms_and_argument_errors() {
             Call(0, &["MULTI"]),
             Call(0, &["BLPOP", "nokey", "0"]),
             Call(0, &["BZPOPMIN", "nokey", "0"]),
+            Call(0, &["BLMOVE", "nokey", "dst", "LEFT", "LEFT", "0"]),
             Call(0, &["RPUSH", "m", "x"]),
             Call(0, &["BLPOP", "m", "0"]),
             Call(0, &["EXEC"]),

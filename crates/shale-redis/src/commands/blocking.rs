@@ -294,10 +294,8 @@ fn try_now(shared: &Shared, tx: &mut Tx, db: u8, p: &Parsed) -> CmdResult {
         Op::Move { dst, from, to } => {
             let src = p.keys.first().cloned().unwrap_or_default();
             let a = [src, dst.clone(), from.clone(), to.clone()];
-            match lists::run(tx, db, "lmove", &a)? {
-                Reply::Nil => Ok(Reply::NilArray),
-                r => Ok(r),
-            }
+            // Nil when the source is empty (what EXEC answers, as Redis).
+            lists::run(tx, db, "lmove", &a)
         }
         Op::ZPop { max } => {
             tx.lock(db, p.keys.iter().map(Vec::as_slice));
@@ -317,7 +315,8 @@ fn try_now(shared: &Shared, tx: &mut Tx, db: u8, p: &Parsed) -> CmdResult {
     }
 }
 
-/// Inside EXEC: the non-blocking form (Redis never blocks a transaction).
+/// Inside EXEC: the non-blocking form (Redis never blocks a transaction):
+/// nil array for the pops, nil for BLMOVE, as Redis answers there.
 pub fn run_in_exec(shared: &Shared, tx: &mut Tx, db: u8, name: &str, a: &[Vec<u8>]) -> CmdResult {
     let p = parse(name, a)?;
     parse_timeout(&p.timeout, tx.now())?;
@@ -340,7 +339,7 @@ pub fn run(shared: &Shared, conn: &mut Conn, name: &str, a: &[Vec<u8>]) -> Reply
         Ok(r) => r,
         Err(e) => return Reply::Error(e.to_string()),
     };
-    if r != Reply::NilArray {
+    if r != Reply::NilArray && r != Reply::Nil {
         let ready = shared.blocking.ready_keys(&tx);
         return match tx.commit() {
             Ok(()) => {

@@ -108,7 +108,7 @@ pub fn run(tx: &mut Tx, db: u8, name: &str, a: &[Vec<u8>]) -> CmdResult {
             incr_by(tx, db, arg(a, 0), n)
         }
         "incrbyfloat" => {
-            let by = parse_ld(arg(a, 1), CmdError::NotFloat)?;
+            // Redis's order: the key's type, its value, then the increment.
             let key = arg(a, 0);
             tx.lock(db, [key]);
             let (cur, expire_at) = match tx.get_meta(db, key)? {
@@ -118,6 +118,7 @@ pub fn run(tx: &mut Tx, db: u8, name: &str, a: &[Vec<u8>]) -> CmdResult {
                 }
                 Some(_) => return Err(CmdError::WrongType),
             };
+            let by = parse_ld(arg(a, 1), CmdError::NotFloat)?;
             let text = crate::ldouble::incr(&cur, &by).ok_or(CmdError::NanOrInfinity)?;
             let m = new_string(tx, text.clone().into_bytes(), expire_at);
             put(tx, db, key, &m)?;
