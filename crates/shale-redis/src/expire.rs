@@ -51,6 +51,7 @@ pub fn sweep_db(st: &Store, db: u8, now: u64, max: usize) -> Result<(usize, bool
         return Ok((0, false));
     }
     let mut tx = Tx::new(st);
+    tx.mark_expiry_sweep();
     tx.lock(db, due.iter().map(|(_, _, k)| k.as_slice()));
     let mut deleted = 0;
     for (entry, at, key) in due {

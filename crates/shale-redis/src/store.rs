@@ -328,8 +328,9 @@ impl Store {
 /// connections. A committed write to a key sets its watchers' flags (under
 /// the key's lock, before the lock is released), so EXEC, which checks its
 /// flag under every lock, sees every write that happened since WATCH.
-/// A watching connection: its id and its dirty flag.
-type Watcher = (u64, Arc<AtomicBool>);
+/// A watching connection: its id, its dirty flag, and whether the key was
+/// already expired (but not yet deleted) when it was watched.
+type Watcher = (u64, Arc<AtomicBool>, bool);
 /// A key of one logical database.
 pub type DbKey = (u8, Vec<u8>);
 
@@ -344,8 +345,8 @@ impl Watches {
     pub fn watch(&self, db: u8, key: &[u8], client: u64, flag: &Arc<AtomicBool>) {
         let mut m = self.map.lock();
         let list = m.entry((db, key.to_vec())).or_default();
-        if !list.iter().any(|(c, _)| *c == client) {
-            list.push((client, flag.clone()));
+        if !list.iter().any(|(c, _, _)| *c == client) {
+            list.push((client, flag.clone(), false));
             self.count.fetch_add(1, Ordering::SeqCst);
         }
     }
@@ -356,7 +357,7 @@ impl Watches {
         for k in keys {
             if let Some(list) = m.get_mut(k) {
                 let before = list.len();
-                list.retain(|(c, _)| *c != client);
+                list.retain(|(c, _, _)| *c != client);
                 let gone = (before - list.len()) as u64;
                 self.count.fetch_sub(gone, Ordering::SeqCst);
                 if list.is_empty() {
@@ -370,11 +371,26 @@ impl Watches {
         self.count.load(Ordering::SeqCst) > 0
     }
 
-    /// Marks the watchers of `(db, key)` dirty.
-    pub fn touch(&self, db: u8, key: &[u8]) {
+    /// Records that `client` watched `(db, key)` while it was expired.
+    pub fn mark_expired(&self, db: u8, key: &[u8], client: u64) {
+        if let Some(list) = self.map.lock().get_mut(&(db, key.to_vec())) {
+            for (c, _, expired) in list.iter_mut() {
+                if *c == client {
+                    *expired = true;
+                }
+            }
+        }
+    }
+
+    /// Marks the watchers of `(db, key)` dirty. `expiry`: the active expiry
+    /// cycle deleted the key, which does not change it for a client that
+    /// watched it already expired (Redis 7.0's `touchWatchedKey`).
+    pub fn touch(&self, db: u8, key: &[u8], expiry: bool) {
         if let Some(list) = self.map.lock().get(&(db, key.to_vec())) {
-            for (_, f) in list {
-                f.store(true, Ordering::SeqCst);
+            for (_, f, expired) in list {
+                if !(expiry && *expired) {
+                    f.store(true, Ordering::SeqCst);
+                }
             }
         }
     }

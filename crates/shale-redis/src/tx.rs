@@ -28,6 +28,8 @@ pub struct Tx<'a> {
     /// EXEC only: how to undo each buffered change, so that a command that
     /// fails part-way leaves nothing behind ([`Tx::rollback_to`]).
     undo: Option<Vec<Undo>>,
+    /// Written by the active expiry cycle (see `Watches::touch`).
+    expiry_sweep: bool,
 }
 
 /// One buffered change's inverse.
@@ -51,6 +53,7 @@ impl<'a> Tx<'a> {
             all_locked: false,
             now: now_ms(),
             undo: None,
+            expiry_sweep: false,
         }
     }
 
@@ -162,6 +165,11 @@ impl<'a> Tx<'a> {
             Some(raw) => Ok(Meta::decode(&raw)?.expired(self.now)),
             None => Ok(false),
         }
+    }
+
+    /// This transaction only deletes expired keys (the expiry cycle).
+    pub fn mark_expiry_sweep(&mut self) {
+        self.expiry_sweep = true;
     }
 
     /// Starts recording undo information (EXEC).
@@ -417,14 +425,14 @@ impl<'a> Tx<'a> {
         self.st.engine().write(&WriteOptions::default(), b)?;
         if w.any() {
             for (db, key) in &flushed {
-                w.touch(*db, key);
+                w.touch(*db, key, false);
             }
             let mut last: Option<(u8, &[u8])> = None;
             for k in self.writes.keys() {
                 let owner = owner_of(k);
                 if owner.is_some() && owner != last {
                     if let Some((db, key)) = owner {
-                        w.touch(db, key);
+                        w.touch(db, key, self.expiry_sweep);
                     }
                     last = owner;
                 }

@@ -52,3 +52,28 @@ fn untouched_keys_expire_in_the_background_and_after_restart() {
     assert_eq!(c.call(&["EXISTS", "p", "later"]), ":1\r\n");
     assert_eq!(c.call(&["DBSIZE"]), ":1\r\n");
 }
+
+/// A watched key that expires (and is deleted by the cycle) before EXEC
+/// aborts it, on both servers; an untouched one with a TTL does not.
+#[test]
+fn watched_key_expiring_aborts_exec_like_redis() {
+    use common::{compare_scenario, Step::*};
+    compare_scenario(
+        1,
+        &[],
+        &[
+            Call(0, &["SET", "k", "v", "PX", "100"]),
+            Call(0, &["SET", "long", "v", "EX", "100"]),
+            Call(0, &["WATCH", "k", "long"]),
+            Sleep(600),
+            Call(0, &["DBSIZE"]),
+            Call(0, &["MULTI"]),
+            Call(0, &["GET", "long"]),
+            Call(0, &["EXEC"]),
+            Call(0, &["WATCH", "long"]),
+            Call(0, &["MULTI"]),
+            Call(0, &["GET", "long"]),
+            Call(0, &["EXEC"]),
+        ],
+    );
+}

@@ -99,6 +99,10 @@ fn pop(
     left: bool,
 ) -> Result<Vec<Vec<u8>>, CmdError> {
     let n = n.min(len(m));
+    if n == 0 {
+        // LPOP key 0 changes nothing (and touches no WATCH), as in Redis.
+        return Ok(Vec::new());
+    }
     let out = if n == 1 {
         // One element: a point read, cheaper than an iterator.
         let p = if left { 0 } else { len(m) - 1 };

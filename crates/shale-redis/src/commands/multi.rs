@@ -82,6 +82,9 @@ fn watch(shared: &Shared, conn: &mut Conn, keys: &[Vec<u8>]) -> Reply {
             Ok(e) => e,
             Err(e) => return Reply::Error(CmdError::from(e).to_string()),
         };
+        if expired {
+            shared.store.watches().mark_expired(conn.db, k, conn.id);
+        }
         conn.watched.push((conn.db, k.clone(), expired));
     }
     Reply::ok()
