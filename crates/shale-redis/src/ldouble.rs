@@ -101,16 +101,47 @@ impl Big {
         if n == 0 {
             return (self.clone(), false, false);
         }
-        let half = self.bit(n - 1);
-        let lower = (0..n - 1).any(|i| self.bit(i));
-        let mut out = Big(Vec::new());
-        for i in (n..self.bits()).rev() {
-            out = out.shl(1);
-            if self.bit(i) {
-                out.add_small(1);
-            }
+        let (half, lower) = (self.bit(n - 1), self.any_below(n - 1));
+        let bits = n % 32;
+        let src = self
+            .0
+            .get(usize::try_from(n / 32).unwrap_or(usize::MAX)..)
+            .unwrap_or_default();
+        let mut out = Vec::with_capacity(src.len());
+        for (i, &w) in src.iter().enumerate() {
+            let hi = src.get(i + 1).copied().unwrap_or(0);
+            out.push(if bits == 0 {
+                w
+            } else {
+                (w >> bits) | (hi << (32 - bits))
+            });
         }
-        (out, half, lower)
+        let mut b = Big(out);
+        b.trim();
+        (b, half, lower)
+    }
+    /// Whether any of the lowest `n` bits is set.
+    fn any_below(&self, n: u64) -> bool {
+        let words = usize::try_from(n / 32).unwrap_or(usize::MAX);
+        let bits = n % 32;
+        self.0.iter().take(words).any(|&w| w != 0)
+            || (bits > 0
+                && self
+                    .0
+                    .get(words)
+                    .is_some_and(|&w| w & ((1u32 << bits) - 1) != 0))
+    }
+    /// `self = 2 * self + bit`, in place.
+    fn shl1_add(&mut self, bit: bool) {
+        let mut carry = u32::from(bit);
+        for w in &mut self.0 {
+            let next = *w >> 31;
+            *w = (*w << 1) | carry;
+            carry = next;
+        }
+        if carry > 0 {
+            self.0.push(carry);
+        }
     }
     fn add(&self, o: &Big) -> Big {
         let mut out = Vec::with_capacity(self.0.len().max(o.0.len()) + 1);
@@ -155,16 +186,14 @@ impl Big {
         let mut q = Big(Vec::new());
         let mut r = Big(Vec::new());
         for i in (0..self.bits()).rev() {
-            r = r.shl(1);
-            q = q.shl(1);
-            if self.bit(i) {
-                r.add_small(1);
-            }
-            if r.cmp(d) != Ordering::Less {
+            r.shl1_add(self.bit(i));
+            let fits = r.cmp(d) != Ordering::Less;
+            if fits {
                 r = r.sub(d);
-                q.add_small(1);
             }
+            q.shl1_add(fits);
         }
+        q.trim();
         (q, !r.is_zero())
     }
     fn to_decimal(&self) -> String {

@@ -62,7 +62,7 @@ impl SinkInner {
 }
 
 impl Sink {
-    /// A sink writing to `stream` (`None`: replies are only buffered, for tests).
+    /// A sink writing to `stream` (`None`: replies are only buffered).
     pub fn new(stream: Option<TcpStream>) -> Sink {
         let killer = stream.as_ref().and_then(|s| s.try_clone().ok());
         Sink {
@@ -88,11 +88,6 @@ impl Sink {
     /// Writes out everything pending (no timeout: the connection's own thread).
     pub fn flush(&self) -> std::io::Result<()> {
         self.inner.lock().flush()
-    }
-
-    /// Takes the pending bytes instead of writing them (tests without a socket).
-    pub fn take_pending(&self) -> Vec<u8> {
-        std::mem::take(&mut self.inner.lock().buf)
     }
 
     /// Channels plus patterns subscribed to.

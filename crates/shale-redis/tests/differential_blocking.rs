@@ -185,3 +185,45 @@ fn timeouts_and_disconnected_waiters() {
         ],
     );
 }
+
+/// redis-cli blocked in BLPOP / BZPOPMAX prints what a push from another
+/// redis-cli hands it; the same output from both servers.
+#[test]
+fn redis_cli_blocked_until_another_client_pushes() {
+    use common::{cli, start_redis, start_shale, PW};
+    use std::process::{Command, Stdio};
+    fn session(port: u16) -> Vec<String> {
+        let mut out = Vec::new();
+        for (block, push) in [
+            (
+                &["BLPOP", "jobs", "0"][..],
+                &["RPUSH", "jobs", "j1", "j2"][..],
+            ),
+            (
+                &["BZPOPMAX", "zjobs", "5"][..],
+                &["ZADD", "zjobs", "1", "a", "2", "b"][..],
+            ),
+        ] {
+            let child = Command::new("redis-cli")
+                .args(["-p", &port.to_string(), "-a", PW, "--no-auth-warning"])
+                .args(block)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(300));
+            out.push(cli(port, push));
+            let done = child.wait_with_output().unwrap();
+            out.push(String::from_utf8_lossy(&done.stdout).into_owned());
+        }
+        out.push(cli(port, &["LRANGE", "jobs", "0", "-1"]));
+        out
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let redis_dir = tempfile::tempdir().unwrap();
+    let redis = start_redis(redis_dir.path());
+    let shale = start_shale(dir.path());
+    let want = session(redis.port);
+    assert!(want[1].contains("j1"), "{want:?}");
+    assert_eq!(session(shale.port), want);
+}
