@@ -21,16 +21,27 @@ pub const PERIOD: Duration = Duration::from_millis(100);
 pub const BUDGET: Duration = Duration::from_millis(25);
 /// Index entries handled per engine write.
 pub const BATCH: usize = 200;
+/// A cycle starts its walk this long before the time the previous one
+/// reached, not at the start of the index: the entries it deleted stay as
+/// engine tombstones until compaction, and walking over them every 100 ms
+/// would cost more and more. The margin covers a command that read a TTL
+/// before the previous cycle and commits its entry after it.
+pub const MARGIN_MS: u64 = 60_000;
+/// Every this many cycles the walk starts at the beginning (an entry
+/// committed later than [`MARGIN_MS`] after its time is still found).
+pub const FULL_WALK_EVERY: u64 = 600;
 
 /// One index entry: its record key, its time, the user key.
 type Due = (Vec<u8>, u64, Vec<u8>);
 
-/// Deletes up to `max` due keys of `db` in one batch; returns the number
-/// of keys deleted and whether more entries are due.
-pub fn sweep_db(st: &Store, db: u8, now: u64, max: usize) -> Result<(usize, bool)> {
+/// Deletes up to `max` due keys of `db` (entries from time `from` to
+/// `now`) in one batch; returns the number of keys deleted and whether more
+/// entries are due.
+pub fn sweep_db(st: &Store, db: u8, from: u64, now: u64, max: usize) -> Result<(usize, bool)> {
     let mut due: Vec<Due> = Vec::new();
     let mut more = false;
-    Tx::new(st).scan(&[b'E', db], None, false, |k, _| {
+    let start = crate::store::expiry_key(db, from, b"");
+    Tx::new(st).scan(&[b'E', db], Some(&start), false, |k, _| {
         let mut at = [0u8; 8];
         match k.get(2..10) {
             Some(b) => at.copy_from_slice(b),
@@ -70,32 +81,47 @@ pub fn sweep_db(st: &Store, db: u8, now: u64, max: usize) -> Result<(usize, bool
     Ok((deleted, more))
 }
 
-/// One cycle over every database, within [`BUDGET`]; returns keys deleted.
-pub fn cycle(st: &Store, now: u64) -> Result<usize> {
+/// One cycle over every database, walking the entries from `from` to
+/// `now`, within [`BUDGET`]; returns keys deleted and whether it got
+/// through every due entry.
+pub fn cycle(st: &Store, from: u64, now: u64) -> Result<(usize, bool)> {
     let start = Instant::now();
     let mut total = 0;
     for db in 0..DATABASES {
         loop {
-            let (n, more) = sweep_db(st, db, now, BATCH)?;
+            let (n, more) = sweep_db(st, db, from, now, BATCH)?;
             total += n;
-            if !more || start.elapsed() >= BUDGET {
+            if !more {
                 break;
             }
-        }
-        if start.elapsed() >= BUDGET {
-            break;
+            if start.elapsed() >= BUDGET {
+                return Ok((total, false));
+            }
         }
     }
-    Ok(total)
+    Ok((total, true))
 }
 
 /// Runs cycles every [`PERIOD`] until `stop` is set.
 pub fn run(st: &Store, stop: &AtomicBool) {
+    // The time the last complete cycle walked up to (0: from the start).
+    let mut reached = 0u64;
+    let mut cycles = 0u64;
     while !stop.load(Ordering::SeqCst) {
         std::thread::sleep(PERIOD);
+        cycles += 1;
+        let from = if cycles.is_multiple_of(FULL_WALK_EVERY) {
+            0
+        } else {
+            reached.saturating_sub(MARGIN_MS)
+        };
+        let now = crate::store::now_ms();
         // An engine error (disk full ...) is retried at the next tick; the
-        // keys stay invisible to reads meanwhile.
-        let _ = cycle(st, crate::store::now_ms());
+        // keys stay invisible to reads meanwhile. A cycle cut short by its
+        // budget leaves `reached` where it was.
+        if let Ok((_, true)) = cycle(st, from, now) {
+            reached = now;
+        }
     }
 }
 
@@ -135,9 +161,11 @@ mod tests {
         tx.commit().unwrap();
 
         // One bounded batch first: BATCH deleted, more due.
-        let (n, more) = sweep_db(&st, 3, now, BATCH).unwrap();
+        let (n, more) = sweep_db(&st, 3, 0, now, BATCH).unwrap();
         assert_eq!((n, more), (BATCH, true));
-        let total = n + cycle(&st, now).unwrap();
+        // A walk that starts after the entries' time finds nothing.
+        assert_eq!(cycle(&st, now - 100, now).unwrap(), (0, true));
+        let total = n + cycle(&st, now - 1000 - MARGIN_MS, now).unwrap().0;
         assert_eq!(total, BATCH + 50);
         assert_eq!(raw(&st, &meta_key(3, b"old0")), None);
         assert_eq!(raw(&st, &expiry_key(3, now - 1000, b"old0")), None);
@@ -146,6 +174,6 @@ mod tests {
         assert!(raw(&st, &meta_key(3, b"persisted")).is_some());
         assert_eq!(raw(&st, &expiry_key(3, now - 500, b"persisted")), None);
         assert_eq!(st.expired_keys.load(Ordering::Relaxed), (BATCH + 50) as u64);
-        assert_eq!(cycle(&st, now).unwrap(), 0);
+        assert_eq!(cycle(&st, 0, now).unwrap(), (0, true));
     }
 }
