@@ -190,7 +190,7 @@ fn timeouts_and_disconnected_waiters() {
 /// redis-cli hands it; the same output from both servers.
 #[test]
 fn redis_cli_blocked_until_another_client_pushes() {
-    use common::{cli, start_redis, start_shale, PW};
+    use common::{cli, PW};
     use std::process::{Command, Stdio};
     fn session(port: u16) -> Vec<String> {
         let mut out = Vec::new();
@@ -219,11 +219,6 @@ fn redis_cli_blocked_until_another_client_pushes() {
         out.push(cli(port, &["LRANGE", "jobs", "0", "-1"]));
         out
     }
-    let dir = tempfile::tempdir().unwrap();
-    let redis_dir = tempfile::tempdir().unwrap();
-    let redis = start_redis(redis_dir.path());
-    let shale = start_shale(dir.path());
-    let want = session(redis.port);
+    let want = common::on_both_servers(session);
     assert!(want[1].contains("j1"), "{want:?}");
-    assert_eq!(session(shale.port), want);
 }

@@ -6,7 +6,7 @@
 #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
 
 mod common;
-use common::{compare_scenario, start_redis, start_shale, Step::*, PW};
+use common::{compare_scenario, Step::*, PW};
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
@@ -132,11 +132,6 @@ fn redis_cli_subscriber_sees_the_same_messages() {
         let _ = child.wait();
         lines
     }
-    let dir = tempfile::tempdir().unwrap();
-    let redis_dir = tempfile::tempdir().unwrap();
-    let redis = start_redis(redis_dir.path());
-    let shale = start_shale(dir.path());
-    let want = session(redis.port);
+    let want = common::on_both_servers(session);
     assert_eq!(want.len(), 7);
-    assert_eq!(session(shale.port), want);
 }

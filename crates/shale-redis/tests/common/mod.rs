@@ -324,12 +324,19 @@ pub fn run_scenario(port: u16, clients: usize, resp3: &[usize], steps: &[Step]) 
 /// Runs a scenario on redis-server and on shale-redis-server; asserts the
 /// same transcript.
 pub fn compare_scenario(clients: usize, resp3: &[usize], steps: &[Step]) {
+    on_both_servers(|port| run_scenario(port, clients, resp3, steps));
+}
+
+/// Runs `session(port)` against a fresh redis-server, then a fresh
+/// shale-redis-server; asserts the same transcript and returns redis's.
+pub fn on_both_servers(session: impl Fn(u16) -> Vec<String>) -> Vec<String> {
     let dir = tempfile::tempdir().unwrap();
     let redis_dir = tempfile::tempdir().unwrap();
     let redis = start_redis(redis_dir.path());
     let shale = start_shale(dir.path());
-    let want = run_scenario(redis.port, clients, resp3, steps);
-    assert_same(&want, &run_scenario(shale.port, clients, resp3, steps));
+    let want = session(redis.port);
+    assert_same(&want, &session(shale.port));
+    want
 }
 
 /// Asserts two transcripts are equal, listing every differing line.
