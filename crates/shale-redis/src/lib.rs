@@ -6,7 +6,10 @@
 //! Redis's reply types and error strings.
 
 pub mod commands;
+pub mod expire;
 pub mod glob;
+pub mod ldouble;
+pub mod pubsub;
 pub mod resp;
 pub mod server;
 pub mod store;

@@ -247,6 +247,11 @@ pub enum Reply {
     /// (member, score) pairs of WITHSCORES: a flat array in RESP2, an array
     /// of two-element arrays in RESP3.
     Pairs(Vec<(Reply, Reply)>),
+    /// An out-of-band message (pub/sub): a `>` push in RESP3, an array in RESP2.
+    Push(Vec<Reply>),
+    /// Several replies to one request, in order (SUBSCRIBE a b answers one
+    /// confirmation per channel); an empty one sends nothing.
+    Multi(Vec<Reply>),
 }
 
 impl Reply {
@@ -279,8 +284,17 @@ impl Reply {
                     it.encode(out, resp3);
                 }
             }
-            Reply::Set(items) => {
-                let tag = if resp3 { b'~' } else { b'*' };
+            Reply::Multi(items) => {
+                for it in items {
+                    it.encode(out, resp3);
+                }
+            }
+            Reply::Set(items) | Reply::Push(items) => {
+                let tag = match self {
+                    Reply::Set(_) if resp3 => b'~',
+                    Reply::Push(_) if resp3 => b'>',
+                    _ => b'*',
+                };
                 line(out, tag, items.len().to_string().as_bytes());
                 for it in items {
                     it.encode(out, resp3);

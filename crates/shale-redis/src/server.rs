@@ -17,7 +17,7 @@ pub const MAX_CLIENTS: u64 = 10_000;
 /// Replies are written out once this many bytes are pending.
 const OUT_FLUSH: usize = 64 * 1024;
 /// How often idle connections and the accept loop look at the stop flag.
-const POLL: Duration = Duration::from_millis(100);
+pub(crate) const POLL: Duration = Duration::from_millis(100);
 
 #[derive(Debug, Error)]
 pub enum ServerError {
@@ -36,9 +36,13 @@ pub fn serve(
     stop: Arc<AtomicBool>,
 ) -> Result<(), ServerError> {
     let port = listener.local_addr()?.port();
-    let shared = Arc::new(Shared::new(Store::open(db)?, password, port));
+    let shared = Arc::new(Shared::new(Store::open(db)?, password, port, stop.clone()));
     listener.set_nonblocking(true)?;
     let mut threads = Vec::new();
+    let sweeper = {
+        let (shared, stop) = (shared.clone(), stop.clone());
+        std::thread::spawn(move || crate::expire::run(&shared.store, &stop))
+    };
     while !stop.load(Ordering::SeqCst) {
         match listener.accept() {
             Ok((stream, _)) => {
@@ -53,12 +57,16 @@ pub fn serve(
                 std::thread::sleep(Duration::from_millis(5))
             }
             Err(e) if e.kind() == ErrorKind::Interrupted => {}
-            Err(e) => return Err(e.into()),
+            Err(e) => {
+                stop.store(true, Ordering::SeqCst); // ends the expiry cycle
+                return Err(e.into());
+            }
         }
     }
     for t in threads {
         let _ = t.join();
     }
+    let _ = sweeper.join();
     Ok(())
 }
 
@@ -79,7 +87,7 @@ fn connection(shared: &Shared, mut stream: TcpStream, stop: &AtomicBool) -> std:
         return Ok(());
     }
     stream.set_read_timeout(Some(POLL))?;
-    let mut conn = Conn::new(shared);
+    let mut conn = Conn::new(shared, Some(&stream));
     let r = serve_connection(shared, &mut stream, &mut conn, stop);
     conn.close(shared);
     r
@@ -93,7 +101,7 @@ fn serve_connection(
 ) -> std::io::Result<()> {
     let mut buf: Vec<u8> = Vec::with_capacity(16 * 1024);
     let mut chunk = vec![0u8; 64 * 1024];
-    let mut out = Vec::with_capacity(16 * 1024);
+    let sink = conn.sink.clone();
     loop {
         let got = match stream.read(&mut chunk) {
             Ok(0) => return Ok(()),
@@ -118,28 +126,24 @@ fn serve_connection(
                     if args.is_empty() {
                         continue; // empty inline line or *0: no reply, like Redis
                     }
-                    dispatch(shared, conn, &args).encode(&mut out, conn.resp3);
+                    let reply = dispatch(shared, conn, &args);
+                    if sink.append(&reply, conn.resp3) >= OUT_FLUSH {
+                        sink.flush()?;
+                    }
                     if conn.quit {
                         close = true;
                         break;
                     }
                 }
                 Err(e) => {
-                    Reply::err(format!("ERR Protocol error: {e}")).encode(&mut out, conn.resp3);
+                    sink.append(&Reply::err(format!("ERR Protocol error: {e}")), conn.resp3);
                     close = true;
                     break;
                 }
             }
-            if out.len() >= OUT_FLUSH {
-                stream.write_all(&out)?;
-                out.clear();
-            }
         }
         buf.drain(..pos.min(buf.len()));
-        if !out.is_empty() {
-            stream.write_all(&out)?;
-            out.clear();
-        }
+        sink.flush()?;
         if close {
             let _ = stream.shutdown(std::net::Shutdown::Both);
             return Ok(());

@@ -186,6 +186,17 @@ pub fn meta_key(db: u8, key: &[u8]) -> Vec<u8> {
     k
 }
 
+/// `E | db | expire_at (u64 BE) | key`: the expiry index entry of a key
+/// with a TTL (walked in time order by the active expiry cycle).
+pub fn expiry_key(db: u8, expire_at: u64, key: &[u8]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(10 + key.len());
+    k.push(b'E');
+    k.push(db);
+    k.extend_from_slice(&expire_at.to_be_bytes());
+    k.extend_from_slice(key);
+    k
+}
+
 /// `S | db | keylen | key | version`: the prefix of one hash's fields.
 pub fn sub_prefix(db: u8, key: &[u8], version: u64) -> Vec<u8> {
     let mut k = Vec::with_capacity(14 + key.len());
@@ -219,10 +230,12 @@ pub fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
 pub struct Store {
     db: Db,
     cf: CfId,
-    /// Key-striped write locks (see [`Store::lock_keys`]).
+    /// Key-striped write locks (see [`Store::lock_stripes`]).
     stripes: Vec<Mutex<()>>,
     last_version: AtomicU64,
     watches: Watches,
+    /// Keys deleted by the active expiry cycle (INFO `expired_keys`).
+    pub expired_keys: AtomicU64,
 }
 
 impl Store {
@@ -239,6 +252,7 @@ impl Store {
             stripes: (0..STRIPES).map(|_| Mutex::new(())).collect(),
             last_version: AtomicU64::new(0),
             watches: Watches::default(),
+            expired_keys: AtomicU64::new(0),
         })
     }
 
@@ -246,18 +260,31 @@ impl Store {
         &self.db
     }
 
-    /// Locks the stripes of `keys` of `db` (in stripe order, so no deadlock)
-    /// for a command's read and write: every writer of a key holds its
-    /// stripe, so read-modify-write commands on one key are serial, and
-    /// commands on different keys can group-commit together.
-    pub fn lock_keys<'a>(&self, db: u8, keys: impl IntoIterator<Item = &'a [u8]>) -> KeyLocks<'_> {
-        let ids: BTreeSet<usize> = keys.into_iter().map(|k| stripe(db, k)).collect();
+    /// The lock stripes of `keys` of `db`, in order.
+    pub fn stripes_of<'a>(
+        &self,
+        db: u8,
+        keys: impl IntoIterator<Item = &'a [u8]>,
+    ) -> BTreeSet<usize> {
+        keys.into_iter().map(|k| stripe(db, k)).collect()
+    }
+
+    /// Locks the stripes `ids` (in stripe order, so no deadlock) for a
+    /// command's read and write: every writer of a key holds its stripe,
+    /// so read-modify-write commands on one key are serial, and commands on
+    /// different keys can group-commit together.
+    pub fn lock_stripes(&self, ids: &BTreeSet<usize>) -> KeyLocks<'_> {
         KeyLocks(
-            ids.into_iter()
-                .filter_map(|i| self.stripes.get(i))
+            ids.iter()
+                .filter_map(|&i| self.stripes.get(i))
                 .map(|m| m.lock())
                 .collect(),
         )
+    }
+
+    /// Every stripe id.
+    pub fn all_stripes(&self) -> BTreeSet<usize> {
+        (0..self.stripes.len()).collect()
     }
 
     /// Locks every stripe (FLUSHDB).
@@ -301,8 +328,9 @@ impl Store {
 /// connections. A committed write to a key sets its watchers' flags (under
 /// the key's lock, before the lock is released), so EXEC, which checks its
 /// flag under every lock, sees every write that happened since WATCH.
-/// A watching connection: its id and its dirty flag.
-type Watcher = (u64, Arc<AtomicBool>);
+/// A watching connection: its id, its dirty flag, and whether the key was
+/// already expired (but not yet deleted) when it was watched.
+type Watcher = (u64, Arc<AtomicBool>, bool);
 /// A key of one logical database.
 pub type DbKey = (u8, Vec<u8>);
 
@@ -317,8 +345,8 @@ impl Watches {
     pub fn watch(&self, db: u8, key: &[u8], client: u64, flag: &Arc<AtomicBool>) {
         let mut m = self.map.lock();
         let list = m.entry((db, key.to_vec())).or_default();
-        if !list.iter().any(|(c, _)| *c == client) {
-            list.push((client, flag.clone()));
+        if !list.iter().any(|(c, _, _)| *c == client) {
+            list.push((client, flag.clone(), false));
             self.count.fetch_add(1, Ordering::SeqCst);
         }
     }
@@ -329,7 +357,7 @@ impl Watches {
         for k in keys {
             if let Some(list) = m.get_mut(k) {
                 let before = list.len();
-                list.retain(|(c, _)| *c != client);
+                list.retain(|(c, _, _)| *c != client);
                 let gone = (before - list.len()) as u64;
                 self.count.fetch_sub(gone, Ordering::SeqCst);
                 if list.is_empty() {
@@ -343,11 +371,26 @@ impl Watches {
         self.count.load(Ordering::SeqCst) > 0
     }
 
-    /// Marks the watchers of `(db, key)` dirty.
-    pub fn touch(&self, db: u8, key: &[u8]) {
+    /// Records that `client` watched `(db, key)` while it was expired.
+    pub fn mark_expired(&self, db: u8, key: &[u8], client: u64) {
+        if let Some(list) = self.map.lock().get_mut(&(db, key.to_vec())) {
+            for (c, _, expired) in list.iter_mut() {
+                if *c == client {
+                    *expired = true;
+                }
+            }
+        }
+    }
+
+    /// Marks the watchers of `(db, key)` dirty. `expiry`: the active expiry
+    /// cycle deleted the key, which does not change it for a client that
+    /// watched it already expired (Redis 7.0's `touchWatchedKey`).
+    pub fn touch(&self, db: u8, key: &[u8], expiry: bool) {
         if let Some(list) = self.map.lock().get(&(db, key.to_vec())) {
-            for (_, f) in list {
-                f.store(true, Ordering::SeqCst);
+            for (_, f, expired) in list {
+                if !(expiry && *expired) {
+                    f.store(true, Ordering::SeqCst);
+                }
             }
         }
     }

@@ -4,10 +4,11 @@
 //! all-or-nothing and later commands of an EXEC read what earlier ones wrote.
 
 use crate::store::{
-    meta_key, now_ms, owner_of, prefix_end, KeyLocks, Meta, Result, Store, StoreError,
+    expiry_key, meta_key, now_ms, owner_of, prefix_end, DbKey, KeyLocks, Meta, Result, Store,
+    StoreError,
 };
 use shaledb::{ReadOptions, WriteBatch, WriteOptions};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
 
 pub struct Tx<'a> {
@@ -18,6 +19,8 @@ pub struct Tx<'a> {
     /// Buffered range deletes `[begin, end)` (FLUSHDB), applied before `writes`.
     ranges: Vec<(Vec<u8>, Vec<u8>)>,
     locks: Vec<KeyLocks<'a>>,
+    /// The stripes held (a second [`Tx::lock`] of a key is then a no-op).
+    held: BTreeSet<usize>,
     /// Every stripe is held (EXEC): [`Tx::lock`] is then a no-op.
     all_locked: bool,
     /// The time expiry is judged against: fixed for the whole transaction.
@@ -25,6 +28,8 @@ pub struct Tx<'a> {
     /// EXEC only: how to undo each buffered change, so that a command that
     /// fails part-way leaves nothing behind ([`Tx::rollback_to`]).
     undo: Option<Vec<Undo>>,
+    /// Written by the active expiry cycle (see `Watches::touch`).
+    expiry_sweep: bool,
 }
 
 /// One buffered change's inverse.
@@ -44,9 +49,11 @@ impl<'a> Tx<'a> {
             writes: BTreeMap::new(),
             ranges: Vec::new(),
             locks: Vec::new(),
+            held: BTreeSet::new(),
             all_locked: false,
             now: now_ms(),
             undo: None,
+            expiry_sweep: false,
         }
     }
 
@@ -72,17 +79,46 @@ impl<'a> Tx<'a> {
 
     /// Takes the write locks of `keys` until the end of the transaction.
     /// Called once per command, before its reads (every writer of a key
-    /// holds its lock, so what the command reads does not move).
+    /// holds its lock, so what the command reads does not move). Stripes
+    /// already held are skipped, so a command may call a helper that locks
+    /// a key it locked already (BLPOP's keys, then LPOP of one); new
+    /// stripes must only be taken this way in one call, or in stripe order.
     pub fn lock<'k>(&mut self, db: u8, keys: impl IntoIterator<Item = &'k [u8]>) {
         if !self.all_locked {
-            self.locks.push(self.st.lock_keys(db, keys));
+            let ids: BTreeSet<usize> = self
+                .st
+                .stripes_of(db, keys)
+                .difference(&self.held)
+                .copied()
+                .collect();
+            if !ids.is_empty() {
+                self.locks.push(self.st.lock_stripes(&ids));
+                self.held.extend(ids);
+            }
         }
+    }
+
+    /// The user keys whose metadata this transaction writes (not deletes):
+    /// the keys a blocked client may now pop from.
+    pub fn written_keys(&self) -> Vec<DbKey> {
+        self.writes
+            .iter()
+            .filter(|(k, v)| v.is_some() && k.first() == Some(&b'M'))
+            .filter_map(|(k, _)| owner_of(k).map(|(db, key)| (db, key.to_vec())))
+            .collect()
     }
 
     /// Takes every key lock (FLUSHDB); a no-op when held already.
     pub fn lock_all(&mut self) {
         if !self.all_locked {
-            self.locks.push(self.st.lock_all());
+            // Stripes held already are skipped (a second lock would deadlock).
+            let ids: BTreeSet<usize> = self
+                .st
+                .all_stripes()
+                .difference(&self.held)
+                .copied()
+                .collect();
+            self.locks.push(self.st.lock_stripes(&ids));
             self.all_locked = true;
         }
     }
@@ -129,6 +165,11 @@ impl<'a> Tx<'a> {
             Some(raw) => Ok(Meta::decode(&raw)?.expired(self.now)),
             None => Ok(false),
         }
+    }
+
+    /// This transaction only deletes expired keys (the expiry cycle).
+    pub fn mark_expiry_sweep(&mut self) {
+        self.expiry_sweep = true;
     }
 
     /// Starts recording undo information (EXEC).
@@ -183,8 +224,23 @@ impl<'a> Tx<'a> {
         self.write_entry(key, None);
     }
 
+    /// Writes the metadata of `key`, and its expiry index entry when it has
+    /// a TTL (an entry left by an older TTL is dropped by the expiry cycle).
     pub fn put_meta(&mut self, db: u8, key: &[u8], m: &Meta) {
+        if m.expire_at != 0 {
+            self.put(expiry_key(db, m.expire_at, key), Vec::new());
+        }
         self.put(meta_key(db, key), m.encode());
+    }
+
+    /// Writes a collection's metadata back, or deletes the key when it is
+    /// empty (Redis deletes empty collections).
+    pub fn save_collection(&mut self, db: u8, key: &[u8], m: &Meta) {
+        if m.size == 0 {
+            self.delete_meta(db, key);
+        } else {
+            self.put_meta(db, key, m);
+        }
     }
 
     pub fn delete_meta(&mut self, db: u8, key: &[u8]) {
@@ -369,14 +425,14 @@ impl<'a> Tx<'a> {
         self.st.engine().write(&WriteOptions::default(), b)?;
         if w.any() {
             for (db, key) in &flushed {
-                w.touch(*db, key);
+                w.touch(*db, key, false);
             }
             let mut last: Option<(u8, &[u8])> = None;
             for k in self.writes.keys() {
                 let owner = owner_of(k);
                 if owner.is_some() && owner != last {
                     if let Some((db, key)) = owner {
-                        w.touch(db, key);
+                        w.touch(db, key, self.expiry_sweep);
                     }
                     last = owner;
                 }

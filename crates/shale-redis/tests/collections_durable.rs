@@ -18,6 +18,27 @@ fn try_call(c: &mut Raw, cmd: &[&str]) -> Option<String> {
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| c.reply())).ok()
 }
 
+/// A writer thread: runs `step(conn, i)` for i = 0, 1, ... until it fails
+/// (the server died) or `stop`; `acked` holds the last i acknowledged.
+fn writer(
+    port: u16,
+    acked: &Arc<AtomicI64>,
+    stop: &Arc<AtomicBool>,
+    step: impl Fn(&mut Raw, i64) -> bool + Send + 'static,
+) -> std::thread::JoinHandle<()> {
+    let (acked, stop) = (acked.clone(), stop.clone());
+    std::thread::spawn(move || {
+        let mut c = Raw::connect(port);
+        assert_eq!(c.call(&["AUTH", PW]), "+OK\r\n");
+        for i in 0..200_000i64 {
+            if stop.load(Ordering::SeqCst) || !step(&mut c, i) {
+                break;
+            }
+            acked.store(i, Ordering::SeqCst);
+        }
+    })
+}
+
 #[test]
 fn acknowledged_collection_writes_survive_kill_9() {
     let dir = tempfile::tempdir().unwrap();
@@ -27,54 +48,22 @@ fn acknowledged_collection_writes_survive_kill_9() {
     let acked_list = Arc::new(AtomicI64::new(-1));
     let acked_tx = Arc::new(AtomicI64::new(-1));
     let stop = Arc::new(AtomicBool::new(false));
-    let w1 = {
-        let (acked, stop) = (acked_list.clone(), stop.clone());
-        std::thread::spawn(move || {
-            let mut c = Raw::connect(port);
-            assert_eq!(c.call(&["AUTH", PW]), "+OK\r\n");
-            for i in 0..200_000i64 {
-                if stop.load(Ordering::SeqCst) {
-                    break;
-                }
-                let n = i.to_string();
-                let ok = try_call(&mut c, &["RPUSH", "l", &n]) == Some(format!(":{}\r\n", i + 1))
-                    && try_call(&mut c, &["ZADD", "z", &n, &format!("m{i}")])
-                        == Some(":1\r\n".into());
-                if !ok {
-                    break;
-                }
-                acked.store(i, Ordering::SeqCst);
-            }
-        })
-    };
-    let w2 = {
-        let (acked, stop) = (acked_tx.clone(), stop.clone());
-        std::thread::spawn(move || {
-            let mut c = Raw::connect(port);
-            assert_eq!(c.call(&["AUTH", PW]), "+OK\r\n");
-            for i in 0..200_000i64 {
-                if stop.load(Ordering::SeqCst) {
-                    break;
-                }
-                let n = i.to_string();
-                let m = format!("m{i}");
-                let queued = [
-                    try_call(&mut c, &["MULTI"]),
-                    try_call(&mut c, &["LPUSH", "tl", &n]),
-                    try_call(&mut c, &["ZADD", "tz", &n, &m]),
-                    try_call(&mut c, &["SADD", "ts", &m]),
-                ];
-                if queued.iter().any(Option::is_none) {
-                    break;
-                }
-                let want = format!(":{}\r\n:1\r\n:1\r\n", i + 1);
-                match try_call(&mut c, &["EXEC"]) {
-                    Some(r) if r == format!("*3\r\n{want}") => acked.store(i, Ordering::SeqCst),
-                    _ => break,
-                }
-            }
-        })
-    };
+    let w1 = writer(port, &acked_list, &stop, |c, i| {
+        let n = i.to_string();
+        try_call(c, &["RPUSH", "l", &n]) == Some(format!(":{}\r\n", i + 1))
+            && try_call(c, &["ZADD", "z", &n, &format!("m{i}")]) == Some(":1\r\n".into())
+    });
+    let w2 = writer(port, &acked_tx, &stop, |c, i| {
+        let (n, m) = (i.to_string(), format!("m{i}"));
+        let queued = [
+            try_call(c, &["MULTI"]),
+            try_call(c, &["LPUSH", "tl", &n]),
+            try_call(c, &["ZADD", "tz", &n, &m]),
+            try_call(c, &["SADD", "ts", &m]),
+        ];
+        let want = format!("*3\r\n:{}\r\n:1\r\n:1\r\n", i + 1);
+        queued.iter().all(Option::is_some) && try_call(c, &["EXEC"]) == Some(want)
+    });
     // Let both writers run, then kill the server without warning.
     let t0 = std::time::Instant::now();
     while (acked_list.load(Ordering::SeqCst) < 300 || acked_tx.load(Ordering::SeqCst) < 300)

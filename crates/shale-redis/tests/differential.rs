@@ -5,7 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
 
 mod common;
-use common::{cli_script, start_redis, start_shale, Raw};
+use common::{assert_same, cli_script, start_redis, start_shale, Raw};
 
 /// Deterministic commands (no SCAN cursors, INFO or millisecond TTLs), errors included.
 /// Hash fields are inserted in sorted order: Redis keeps small hashes in
@@ -167,20 +167,7 @@ fn same_replies_as_redis_server() {
     let redis_dir = tempfile::tempdir().unwrap();
     let redis = start_redis(redis_dir.path());
     let shale = start_shale(dir.path());
-    let want = transcript(redis.port);
-    let got = transcript(shale.port);
-    let diffs: Vec<String> = want
-        .iter()
-        .zip(&got)
-        .filter(|(w, g)| w != g)
-        .map(|(w, g)| format!("redis: {w:?}\nshale: {g:?}"))
-        .collect();
-    assert!(
-        diffs.is_empty(),
-        "{} differences:\n{}",
-        diffs.len(),
-        diffs.join("\n")
-    );
+    assert_same(&transcript(redis.port), &transcript(shale.port));
 }
 
 #[test]

@@ -31,6 +31,7 @@ const SCORES: &[&str] = &[
 const INDEXES: &[&str] = &["0", "1", "-1", "-2", "2", "5", "-100", "x"];
 /// Replies that are sets (order unspecified): compared sorted.
 const UNORDERED: &[&str] = &["SMEMBERS", "SINTER", "SUNION", "SDIFF"];
+const FLOATS: &[&str] = &["0.1", "-1.5", "1e3", "x", "inf", "3", "-0.3"];
 const FIELDS: &[&str] = &["f0", "f1", "f2", "n"];
 const VALUES: &[&str] = &[
     "0",
@@ -126,7 +127,7 @@ fn collection_command(r: &mut Rng, k: &str, v: &str) -> Vec<String> {
     let lr = r.pick(&["LEFT", "RIGHT"]);
     let lr2 = r.pick(&["LEFT", "RIGHT"]);
     let m = r.pick(&["a", "b", "c", "1", ""]);
-    match r.next() % 51 {
+    match r.next() % 56 {
         0 | 1 => s(&["LPUSH", k, v, m]),
         2 | 3 => s(&["RPUSH", k, m, v]),
         4 => s(&["LPUSHX", k, m]),
@@ -204,6 +205,12 @@ fn collection_command(r: &mut Rng, k: &str, v: &str) -> Vec<String> {
             r.pick(&["MIN", "MAX", "2"]),
             r.pick(&["-1", "SUM"]),
         ]),
+        // Blocking forms with a short timeout: served at once, or nil.
+        51 => s(&[r.pick(&["BLPOP", "BRPOP"]), k, k2, "0.01"]),
+        52 => s(&["BLMOVE", k, k2, lr, lr2, "0.01"]),
+        53 => s(&[r.pick(&["BZPOPMIN", "BZPOPMAX"]), k, k2, "0.01"]),
+        54 => s(&["INCRBYFLOAT", k, r.pick(FLOATS)]),
+        55 => s(&["HINCRBYFLOAT", k, m, r.pick(FLOATS)]),
         _ => s(&[
             r.pick(&["ZREMRANGEBYSCORE", "ZREMRANGEBYRANK"]),
             k,
@@ -267,13 +274,14 @@ fn random_sequences_match_redis_server() {
         assert_eq!(ha.lines().count(), hb.lines().count(), "HELLO {proto}");
         let mut r = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
         for n in 0..400 {
-            for cmd in step(&mut r) {
+            let cmds = step(&mut r);
+            for cmd in &cmds {
                 let args: Vec<&str> = cmd.iter().map(String::as_str).collect();
                 let (mut want, mut got) = (a.call(&args), b.call(&args));
                 if UNORDERED.contains(&args[0]) {
                     (want, got) = (normalize(&want), normalize(&got));
                 }
-                assert_eq!(got, want, "seed {seed} step {n}: {args:?}");
+                assert_eq!(got, want, "seed {seed} step {n}: {args:?} in {cmds:?}");
             }
         }
     }

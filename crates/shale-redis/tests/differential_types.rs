@@ -6,7 +6,7 @@
 #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
 
 mod common;
-use common::{normalize, start_redis, start_shale, Raw, PW};
+use common::compare_script;
 
 /// Commands whose array reply is a set: compared sorted.
 const UNORDERED: &[&str] = &[
@@ -684,58 +684,12 @@ const MULTI: &[&[&str]] = &[
     &["MULTI", "x"],
 ];
 
-fn call(c: &mut Raw, cmd: &[&str]) -> String {
-    let raw = c.call(cmd);
-    if UNORDERED.contains(&cmd[0].to_ascii_uppercase().as_str()) {
-        normalize(&raw)
-    } else {
-        raw
-    }
-}
-
-/// HELLO's map holds the connection id, which differs between servers.
-fn mask_id(reply: &str) -> String {
-    let Some(at) = reply.find("$2\r\nid\r\n:") else {
-        return reply.to_string();
-    };
-    let start = at + "$2\r\nid\r\n:".len();
-    let end = start + reply[start..].find("\r\n").unwrap();
-    format!("{}ID{}", &reply[..start], &reply[end..])
-}
-
 fn compare(script: &[&[&str]]) {
     compare_with(script, true, false);
 }
 
-/// Runs `script` on both servers (after AUTH when `auth`, after HELLO 3
-/// when `resp3`) and asserts identical replies.
 fn compare_with(script: &[&[&str]], auth: bool, resp3: bool) {
-    let dir = tempfile::tempdir().unwrap();
-    let redis_dir = tempfile::tempdir().unwrap();
-    let redis = start_redis(redis_dir.path());
-    let shale = start_shale(dir.path());
-    let (mut a, mut b) = (Raw::connect(redis.port), Raw::connect(shale.port));
-    if auth {
-        assert_eq!(a.call(&["AUTH", PW]), "+OK\r\n");
-        assert_eq!(b.call(&["AUTH", PW]), "+OK\r\n");
-    }
-    if resp3 {
-        let hello = ["HELLO", "3"];
-        assert_eq!(mask_id(&b.call(&hello)), mask_id(&a.call(&hello)));
-    }
-    let mut diffs = Vec::new();
-    for cmd in script {
-        let (want, got) = (mask_id(&call(&mut a, cmd)), mask_id(&call(&mut b, cmd)));
-        if want != got {
-            diffs.push(format!("{cmd:?}\n  redis: {want:?}\n  shale: {got:?}"));
-        }
-    }
-    assert!(
-        diffs.is_empty(),
-        "{} differences:\n{}",
-        diffs.len(),
-        diffs.join("\n")
-    );
+    compare_script(script, auth, resp3, UNORDERED);
 }
 
 #[test]

@@ -10,10 +10,6 @@ fn hash_meta(tx: &Tx, db: u8, key: &[u8]) -> Result<Option<Meta>, CmdError> {
     super::typed_meta(tx, db, key, Type::Hash)
 }
 
-fn new_hash(tx: &Tx) -> Meta {
-    Meta::new(Type::Hash, tx.new_version())
-}
-
 pub fn run(tx: &mut Tx, db: u8, name: &str, a: &[Vec<u8>]) -> CmdResult {
     let key = arg(a, 0);
     match name {
@@ -22,7 +18,7 @@ pub fn run(tx: &mut Tx, db: u8, name: &str, a: &[Vec<u8>]) -> CmdResult {
                 return Ok(super::wrong_args("hset"));
             }
             tx.lock(db, [key]);
-            let mut m = hash_meta(tx, db, key)?.unwrap_or_else(|| new_hash(tx));
+            let mut m = super::meta_or_new(tx, db, key, Type::Hash)?;
             let mut added = 0i64;
             let mut seen = std::collections::HashSet::new();
             for fv in a.get(1..).unwrap_or_default().chunks(2) {
@@ -62,7 +58,7 @@ pub fn run(tx: &mut Tx, db: u8, name: &str, a: &[Vec<u8>]) -> CmdResult {
         }
         "hsetnx" => {
             tx.lock(db, [key]);
-            let mut m = hash_meta(tx, db, key)?.unwrap_or_else(|| new_hash(tx));
+            let mut m = super::meta_or_new(tx, db, key, Type::Hash)?;
             let sk = sub_key(db, key, m.version, arg(a, 1));
             if tx.get(&sk)?.is_some() {
                 return Ok(Reply::Int(0));
@@ -75,7 +71,7 @@ pub fn run(tx: &mut Tx, db: u8, name: &str, a: &[Vec<u8>]) -> CmdResult {
         "hincrby" => {
             let by = parse_i64(arg(a, 2))?;
             tx.lock(db, [key]);
-            let mut m = hash_meta(tx, db, key)?.unwrap_or_else(|| new_hash(tx));
+            let mut m = super::meta_or_new(tx, db, key, Type::Hash)?;
             let sk = sub_key(db, key, m.version, arg(a, 1));
             let cur = match tx.get(&sk)? {
                 Some(v) => super::parse_int_strict(&v).ok_or(CmdError::HashNotInteger)?,
@@ -89,6 +85,27 @@ pub fn run(tx: &mut Tx, db: u8, name: &str, a: &[Vec<u8>]) -> CmdResult {
             tx.put_meta(db, key, &m);
             Ok(Reply::Int(n))
         }
+        "hincrbyfloat" => {
+            let by = super::strings::parse_ld(arg(a, 2), CmdError::NotFloat)?;
+            if by.is_infinite() {
+                return Err(CmdError::Other("value is NaN or Infinity".into()));
+            }
+            tx.lock(db, [key]);
+            let mut m = super::meta_or_new(tx, db, key, Type::Hash)?;
+            let sk = sub_key(db, key, m.version, arg(a, 1));
+            let cur = match tx.get(&sk)? {
+                Some(v) => super::strings::parse_ld(&v, CmdError::HashNotFloat)?,
+                None => {
+                    m.size += 1;
+                    super::strings::parse_ld(b"0", CmdError::HashNotFloat)?
+                }
+            };
+            let text = crate::ldouble::incr(&cur, &by).ok_or(CmdError::NanOrInfinity)?;
+            tx.put(sk, text.clone().into_bytes());
+            tx.put_meta(db, key, &m);
+            Ok(Reply::bulk(text))
+        }
+        "hrandfield" => super::random::run(tx, db, name, a),
         _ => read(tx, db, name, a),
     }
 }
@@ -159,14 +176,14 @@ pub fn fields(tx: &Tx, prefix: &[u8]) -> Result<Vec<Pair>, CmdError> {
 
 /// HSCAN key cursor [MATCH p] [COUNT n]: field, value pairs.
 pub fn hscan(shared: &super::Shared, tx: &mut Tx, db: u8, a: &[Vec<u8>]) -> CmdResult {
-    let cursor = super::sets::parse_cursor(arg(a, 1))?;
+    let cursor = super::scan::parse_cursor(arg(a, 1))?;
     tx.consistent_reads();
     let Some(m) = hash_meta(tx, db, arg(a, 0))? else {
-        return Ok(super::sets::empty_scan());
+        return Ok(super::scan::empty_scan());
     };
     let prefix = sub_prefix(db, arg(a, 0), m.version);
     let opts = a.get(2..).unwrap_or_default();
-    super::sets::scan_collection(shared, tx, db, &prefix, cursor, opts, 0, |f, v| {
+    super::scan::scan_collection(shared, tx, db, &prefix, cursor, opts, 0, |f, v| {
         vec![Reply::bulk(f), Reply::bulk(v)]
     })
 }

@@ -119,7 +119,7 @@ pub fn run(shared: &Shared, tx: &mut Tx, db: u8, name: &str, a: &[Vec<u8>]) -> C
                 return Err(CmdError::Syntax);
             }
             tx.lock_all();
-            for tag in [b'M', b'S', b'Z'] {
+            for tag in [b'M', b'S', b'Z', b'E'] {
                 tx.delete_prefix(&[tag, db]);
             }
             Ok(Reply::ok())
@@ -135,7 +135,7 @@ pub fn run(shared: &Shared, tx: &mut Tx, db: u8, name: &str, a: &[Vec<u8>]) -> C
             })?;
             Ok(Reply::Array(out))
         }
-        "scan" => scan(shared, tx, db, a),
+        "scan" => super::scan::scan(shared, tx, db, a),
         _ => Ok(super::unknown_command(
             &std::iter::once(name.as_bytes().to_vec())
                 .chain(a.iter().cloned())
@@ -212,61 +212,6 @@ fn expire(tx: &mut Tx, db: u8, name: &'static str, a: &[Vec<u8>]) -> CmdResult {
     Ok(Reply::Int(1))
 }
 
-/// SCAN cursor [MATCH pattern] [COUNT n] [TYPE t]
-fn scan(shared: &Shared, tx: &mut Tx, db: u8, a: &[Vec<u8>]) -> CmdResult {
-    let cursor: u64 = std::str::from_utf8(arg(a, 0))
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| CmdError::Other("invalid cursor".into()))?;
-    let (mut pattern, mut count, mut ty) = (None, 10i64, None);
-    let mut i = 1;
-    while let Some(o) = a.get(i) {
-        let Some(v) = a.get(i + 1) else {
-            return Err(CmdError::Syntax);
-        };
-        if is_opt(o, "MATCH") {
-            pattern = Some(v.as_slice());
-        } else if is_opt(o, "COUNT") {
-            count = parse_i64(v)?;
-            if count < 1 {
-                return Err(CmdError::Syntax);
-            }
-        } else if is_opt(o, "TYPE") {
-            ty = Some(String::from_utf8_lossy(v).to_ascii_lowercase());
-        } else {
-            return Err(CmdError::Syntax);
-        }
-        i += 2;
-    }
-    let start = if cursor == 0 {
-        None
-    } else {
-        shared.cursors.take(db, cursor)
-    };
-    let mut keys = Vec::new();
-    let mut visited = 0i64;
-    let mut next: Option<Vec<u8>> = None;
-    tx.consistent_reads();
-    tx.scan_keys(db, start.as_deref(), |k, m| {
-        if visited >= count {
-            next = Some(k.to_vec());
-            return false;
-        }
-        visited += 1;
-        if pattern.is_none_or(|p| glob::matches(p, k))
-            && ty.as_deref().is_none_or(|t| t == m.ty.name())
-        {
-            keys.push(Reply::bulk(k));
-        }
-        true
-    })?;
-    let next_cursor = next.map_or(0, |k| shared.cursors.save(db, k));
-    Ok(Reply::Array(vec![
-        Reply::bulk(next_cursor.to_string()),
-        Reply::Array(keys),
-    ]))
-}
-
 /// INFO [section ...]: `# Server` and `# Keyspace`.
 pub fn info(shared: &Shared, tx: &mut Tx, a: &[Vec<u8>]) -> CmdResult {
     let want = |s: &str| {
@@ -284,6 +229,16 @@ pub fn info(shared: &Shared, tx: &mut Tx, a: &[Vec<u8>]) -> CmdResult {
             shared.port,
             shared.started.elapsed().as_secs()
         ));
+    }
+    if want("stats") {
+        if !out.is_empty() {
+            out.push_str("\r\n");
+        }
+        let expired = shared
+            .store
+            .expired_keys
+            .load(std::sync::atomic::Ordering::Relaxed);
+        out.push_str(&format!("# Stats\r\nexpired_keys:{expired}\r\n"));
     }
     if want("keyspace") {
         if !out.is_empty() {

@@ -20,14 +20,10 @@ fn len(m: &Meta) -> i64 {
     m.tail - m.head
 }
 
-/// Writes `m` back (or deletes the key when it is empty).
+/// Writes `m` back with its size (or deletes the key when it is empty).
 fn save(tx: &mut Tx, db: u8, key: &[u8], m: &mut Meta) {
     m.size = u64::try_from(len(m)).unwrap_or(0);
-    if m.size == 0 {
-        tx.delete_meta(db, key);
-    } else {
-        tx.put_meta(db, key, m);
-    }
+    tx.save_collection(db, key, m);
 }
 
 /// Elements at positions `start ..= stop` (already clamped to the list).
@@ -74,11 +70,10 @@ fn rewrite_from(tx: &mut Tx, db: u8, key: &[u8], m: &mut Meta, from: i64, tail: 
 /// Pushes `elems` at the left or right end; creates the list when
 /// `create` (the caller holds the key's lock).
 fn push(tx: &mut Tx, db: u8, key: &[u8], elems: &[Vec<u8>], left: bool, create: bool) -> CmdResult {
-    let mut m = match list_meta(tx, db, key)? {
-        Some(m) => m,
-        None if create => Meta::new(Type::List, tx.new_version()),
-        None => return Ok(Reply::Int(0)),
-    };
+    if !create && list_meta(tx, db, key)?.is_none() {
+        return Ok(Reply::Int(0));
+    }
+    let mut m = super::meta_or_new(tx, db, key, Type::List)?;
     for e in elems {
         let overflow = || CmdError::Other("list index overflow".into());
         if left {
@@ -104,6 +99,10 @@ fn pop(
     left: bool,
 ) -> Result<Vec<Vec<u8>>, CmdError> {
     let n = n.min(len(m));
+    if n == 0 {
+        // LPOP key 0 changes nothing (and touches no WATCH), as in Redis.
+        return Ok(Vec::new());
+    }
     let out = if n == 1 {
         // One element: a point read, cheaper than an iterator.
         let p = if left { 0 } else { len(m) - 1 };

@@ -1,15 +1,19 @@
 //! Command dispatch: lookup, arity, authentication, then the command, with
 //! Redis's reply types and error strings.
 
+mod blocking;
 mod hashes;
 mod keys;
 mod lists;
 mod multi;
+mod random;
 mod rename;
+mod scan;
 mod sets;
 mod strings;
 mod zsets;
 
+use crate::pubsub::{Kind, PubSub, Sink};
 use crate::resp::Reply;
 use crate::store::{Meta, Store, StoreError, Type, DATABASES};
 use crate::tx::Tx;
@@ -18,6 +22,7 @@ use std::sync::Arc;
 use std::time::Instant;
 use thiserror::Error;
 
+pub use blocking::Blocking;
 pub use keys::CursorTable;
 
 /// A command's failure; `Display` is the exact error line Redis sends.
@@ -33,6 +38,12 @@ pub enum CmdError {
     Overflow,
     #[error("ERR syntax error")]
     Syntax,
+    #[error("ERR value is not a valid float")]
+    NotFloat,
+    #[error("ERR hash value is not a float")]
+    HashNotFloat,
+    #[error("ERR increment would produce NaN or Infinity")]
+    NanOrInfinity,
     #[error("ERR invalid expire time in '{0}' command")]
     InvalidExpire(&'static str),
     #[error("ERR {0}")]
@@ -53,10 +64,14 @@ pub struct Shared {
     pub port: u16,
     pub clients: AtomicU64,
     next_client_id: AtomicU64,
+    pub pubsub: PubSub,
+    pub blocking: Blocking,
+    /// Set when the server shuts down (blocked clients give up).
+    stop: Arc<AtomicBool>,
 }
 
 impl Shared {
-    pub fn new(store: Store, password: Option<String>, port: u16) -> Shared {
+    pub fn new(store: Store, password: Option<String>, port: u16, stop: Arc<AtomicBool>) -> Shared {
         Shared {
             store,
             password,
@@ -65,12 +80,18 @@ impl Shared {
             port,
             clients: AtomicU64::new(0),
             next_client_id: AtomicU64::new(1),
+            pubsub: PubSub::default(),
+            blocking: Blocking::default(),
+            stop,
         }
+    }
+
+    pub fn stopping(&self) -> bool {
+        self.stop.load(Ordering::SeqCst)
     }
 }
 
 /// Per-connection state.
-#[derive(Debug)]
 pub struct Conn {
     pub id: u64,
     pub db: u8,
@@ -89,11 +110,19 @@ pub struct Conn {
     pub resp3: bool,
     /// Set by HELLO ... SETNAME.
     pub name: Option<Vec<u8>>,
+    /// Where replies (and pub/sub messages) go.
+    pub sink: Arc<Sink>,
+    /// A handle on the socket to notice a client that leaves while blocked.
+    probe: Option<std::net::TcpStream>,
 }
 
 impl Conn {
-    pub fn new(shared: &Shared) -> Conn {
+    /// `stream`: the client's socket (None: replies only pile up in the sink).
+    pub fn new(shared: &Shared, stream: Option<&std::net::TcpStream>) -> Conn {
+        let writer = stream.and_then(|s| s.try_clone().ok());
         Conn {
+            sink: Arc::new(Sink::new(writer)),
+            probe: stream.and_then(|s| s.try_clone().ok()),
             id: shared.next_client_id.fetch_add(1, Ordering::Relaxed),
             db: 0,
             authed: shared.password.is_none(),
@@ -107,9 +136,30 @@ impl Conn {
         }
     }
 
-    /// Drops the connection's WATCHes (call when it closes).
+    /// Drops the connection's WATCHes and subscriptions (call when it closes).
     pub fn close(&mut self, shared: &Shared) {
         multi::unwatch_all(shared, self);
+        shared.pubsub.forget(self.id, &self.sink);
+    }
+
+    /// True when the client closed its end (EOF with nothing unread).
+    fn peer_closed(&self) -> bool {
+        let Some(s) = &self.probe else {
+            return false;
+        };
+        let _ = s.set_read_timeout(Some(std::time::Duration::from_millis(1)));
+        let mut b = [0u8; 1];
+        let closed = match s.peek(&mut b) {
+            Ok(n) => n == 0,
+            Err(e) => !matches!(
+                e.kind(),
+                std::io::ErrorKind::WouldBlock
+                    | std::io::ErrorKind::TimedOut
+                    | std::io::ErrorKind::Interrupted
+            ),
+        };
+        let _ = s.set_read_timeout(Some(crate::server::POLL));
+        closed
     }
 }
 
@@ -122,10 +172,11 @@ fn arity(name: &str) -> Option<i32> {
         "auth" | "mget" | "del" | "unlink" | "exists" | "scan" | "config" => -2,
         "set" | "mset" | "msetnx" | "expire" | "pexpire" | "expireat" | "pexpireat" | "hmget"
         | "hdel" => -3,
-        "setnx" | "getset" | "incrby" | "decrby" | "append" | "hget" | "hexists" | "hstrlen" => 3,
+        "setnx" | "getset" | "incrby" | "decrby" | "append" | "hget" | "hexists" | "hstrlen"
+        | "incrbyfloat" => 3,
         "setex" | "psetex" | "hsetnx" => 4,
         "hset" => -4,
-        "hincrby" => 4,
+        "hincrby" | "hincrbyfloat" => 4,
         "dbsize" | "multi" | "exec" | "discard" | "unwatch" => 1,
         "rename" | "renamenx" => 3,
         "copy" | "hscan" => -3,
@@ -150,7 +201,13 @@ fn arity(name: &str) -> Option<i32> {
         "zrangestore" => -5,
         "zunionstore" | "zinterstore" | "zdiffstore" => -4,
         "zcard" => 2,
-        "zpopmin" | "zpopmax" => -2,
+        "zpopmin" | "zpopmax" | "hrandfield" | "zrandmember" => -2,
+        "blpop" | "brpop" | "bzpopmin" | "bzpopmax" => -3,
+        "blmove" => 6,
+        "brpoplpush" => 4,
+        "subscribe" | "psubscribe" | "pubsub" => -2,
+        "unsubscribe" | "punsubscribe" => -1,
+        "publish" => 3,
         _ => return None,
     })
 }
@@ -205,17 +262,80 @@ pub fn dispatch(shared: &Shared, conn: &mut Conn, args: &[Vec<u8>]) -> Reply {
         return Reply::err("NOAUTH Authentication required.");
     }
     let rest = args.get(1..).unwrap_or_default();
+    let subscribed = !conn.resp3 && conn.sink.subscriptions() > 0;
+    if subscribed && !SUBSCRIBED_OK.contains(&name.as_str()) {
+        return Reply::err(format!(
+            "ERR Can't execute '{name}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / \
+             RESET are allowed in this context"
+        ));
+    }
+    if let Some(kind) = subscription_kind(&name) {
+        if conn.multi.is_some() {
+            return Reply::err("ERR Command not allowed inside a transaction");
+        }
+        let (id, sink) = (conn.id, conn.sink.clone());
+        if name.ends_with("unsubscribe") {
+            shared.pubsub.unsubscribe(id, &sink, kind, rest);
+        } else {
+            shared.pubsub.subscribe(id, &sink, kind, rest);
+        }
+        // The confirmations are in the sink already.
+        return Reply::Multi(Vec::new());
+    }
+    if subscribed && name == "ping" {
+        let msg = rest.first().cloned().unwrap_or_default();
+        return Reply::Array(vec![Reply::bulk("pong"), Reply::Bulk(msg)]);
+    }
     if let Some(reply) = multi::intercept(shared, conn, &name, args) {
         return reply;
     }
+    if is_blocking(&name) {
+        return blocking::run(shared, conn, &name, rest);
+    }
     let mut tx = Tx::new(&shared.store);
     match run(shared, conn, &mut tx, &name, rest) {
-        Ok(r) => match tx.commit() {
-            Ok(()) => r,
-            Err(e) => Reply::Error(CmdError::from(e).to_string()),
-        },
+        Ok(r) => commit(shared, tx, r),
         Err(e) => Reply::Error(e.to_string()),
     }
+}
+
+/// Commits `tx`, then serves the clients blocked on the keys it filled;
+/// answers `r`, or the commit's error.
+fn commit(shared: &Shared, tx: Tx, r: Reply) -> Reply {
+    let ready = shared.blocking.ready_keys(&tx);
+    match tx.commit() {
+        Ok(()) => {
+            shared.blocking.serve(shared, ready);
+            r
+        }
+        Err(e) => Reply::Error(CmdError::from(e).to_string()),
+    }
+}
+
+/// Commands a RESP2 connection may send while subscribed.
+const SUBSCRIBED_OK: &[&str] = &[
+    "subscribe",
+    "psubscribe",
+    "unsubscribe",
+    "punsubscribe",
+    "ping",
+    "quit",
+    "reset",
+];
+
+fn subscription_kind(name: &str) -> Option<Kind> {
+    match name {
+        "subscribe" | "unsubscribe" => Some(Kind::Channel),
+        "psubscribe" | "punsubscribe" => Some(Kind::Pattern),
+        _ => None,
+    }
+}
+
+fn is_blocking(name: &str) -> bool {
+    matches!(
+        name,
+        "blpop" | "brpop" | "blmove" | "brpoplpush" | "bzpopmin" | "bzpopmax"
+    )
 }
 
 /// The live metadata of `key` if it has type `ty` (None when absent);
@@ -225,6 +345,12 @@ pub fn typed_meta(tx: &Tx, db: u8, key: &[u8], ty: Type) -> Result<Option<Meta>,
         Some(m) if m.ty != ty => Err(CmdError::WrongType),
         m => Ok(m),
     }
+}
+
+/// The live value of `key` if it has type `ty`, else a new empty one
+/// under a new version (the add commands: LPUSH, SADD, ZADD, HSET ...).
+pub fn meta_or_new(tx: &Tx, db: u8, key: &[u8], ty: Type) -> Result<Meta, CmdError> {
+    Ok(typed_meta(tx, db, key, ty)?.unwrap_or_else(|| Meta::new(ty, tx.new_version())))
 }
 
 /// Runs one command inside `tx` (the caller commits it).
@@ -252,14 +378,18 @@ fn run(shared: &Shared, conn: &mut Conn, tx: &mut Tx, name: &str, a: &[Vec<u8>])
             Ok(Reply::ok())
         }
         "command" => Ok(Reply::Array(vec![])),
+        "publish" => Ok(Reply::Int(shared.pubsub.publish(arg(a, 0), arg(a, 1)))),
+        "pubsub" => pubsub(shared, a),
+        n if is_blocking(n) => blocking::run_in_exec(shared, tx, db, name, a),
         "config" => config(a),
         "info" => keys::info(shared, tx, a),
         "get" | "set" | "mget" | "mset" | "setnx" | "getset" | "getdel" | "incr" | "decr"
-        | "incrby" | "decrby" | "append" | "strlen" | "setex" | "psetex" | "msetnx" => {
-            strings::run(tx, db, name, a)
-        }
+        | "incrby" | "decrby" | "append" | "strlen" | "setex" | "psetex" | "msetnx"
+        | "incrbyfloat" => strings::run(tx, db, name, a),
         "hset" | "hget" | "hmget" | "hgetall" | "hdel" | "hlen" | "hexists" | "hincrby"
-        | "hkeys" | "hvals" | "hsetnx" | "hstrlen" => hashes::run(tx, db, name, a),
+        | "hkeys" | "hvals" | "hsetnx" | "hstrlen" | "hincrbyfloat" | "hrandfield" => {
+            hashes::run(tx, db, name, a)
+        }
         "unwatch" => Ok(multi::unwatch(shared, conn)),
         "rename" | "renamenx" | "copy" => rename::run(tx, db, name, a),
         "hscan" => hashes::hscan(shared, tx, db, a),
@@ -356,6 +486,32 @@ fn auth(shared: &Shared, conn: &mut Conn, a: &[Vec<u8>]) -> CmdResult {
         Ok(Reply::err(
             "WRONGPASS invalid username-password pair or user is disabled.",
         ))
+    }
+}
+
+/// PUBSUB CHANNELS [pattern] | NUMSUB [channel ...] | NUMPAT
+fn pubsub(shared: &Shared, a: &[Vec<u8>]) -> CmdResult {
+    let sub = String::from_utf8_lossy(arg(a, 0)).to_ascii_lowercase();
+    let ps = &shared.pubsub;
+    match (sub.as_str(), a.len()) {
+        ("channels", 1 | 2) => Ok(Reply::Array(
+            ps.channels(a.get(1).map(Vec::as_slice))
+                .into_iter()
+                .map(Reply::Bulk)
+                .collect(),
+        )),
+        ("numsub", _) => Ok(Reply::Array(
+            a.iter()
+                .skip(1)
+                .flat_map(|c| [Reply::bulk(c.clone()), Reply::Int(ps.numsub(c))])
+                .collect(),
+        )),
+        ("numpat", 1) => Ok(Reply::Int(ps.numpat())),
+        ("channels" | "numpat", _) => Ok(wrong_args(&format!("pubsub|{sub}"))),
+        _ => Err(CmdError::Other(format!(
+            "unknown subcommand '{}'. Try PUBSUB HELP.",
+            lossy(arg(a, 0), 128)
+        ))),
     }
 }
 

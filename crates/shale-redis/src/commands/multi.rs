@@ -82,6 +82,9 @@ fn watch(shared: &Shared, conn: &mut Conn, keys: &[Vec<u8>]) -> Reply {
             Ok(e) => e,
             Err(e) => return Reply::Error(CmdError::from(e).to_string()),
         };
+        if expired {
+            shared.store.watches().mark_expired(conn.db, k, conn.id);
+        }
         conn.watched.push((conn.db, k.clone(), expired));
     }
     Reply::ok()
@@ -140,8 +143,5 @@ fn exec(shared: &Shared, conn: &mut Conn) -> Reply {
             }
         }
     }
-    match tx.commit() {
-        Ok(()) => Reply::Array(replies),
-        Err(e) => Reply::Error(CmdError::from(e).to_string()),
-    }
+    super::commit(shared, tx, Reply::Array(replies))
 }

@@ -1,16 +1,11 @@
 //! Set commands: a metadata record (member count) plus one empty-valued
-//! sub-record per member. Also the cursor walk shared by SSCAN and ZSCAN.
+//! sub-record per member.
 
-use super::{arg, is_opt, parse_i64, typed_meta, CmdError, CmdResult, Shared};
-use crate::glob;
+use super::{arg, is_opt, parse_i64, scan, typed_meta, CmdError, CmdResult, Shared};
 use crate::resp::Reply;
 use crate::store::{sub_key, sub_prefix, Meta, Type};
 use crate::tx::Tx;
-use rand::Rng;
 use std::collections::BTreeSet;
-
-/// Longest SRANDMEMBER reply with a negative count (Redis streams any length).
-const MAX_RANDOM_REPEATS: usize = 10_000_000;
 
 fn set_meta(tx: &Tx, db: u8, key: &[u8]) -> Result<Option<Meta>, CmdError> {
     typed_meta(tx, db, key, Type::Set)
@@ -32,7 +27,7 @@ fn members(tx: &Tx, db: u8, key: &[u8]) -> Result<BTreeSet<Vec<u8>>, CmdError> {
 
 /// Adds `items` to the set `key` (created if absent); returns how many were new.
 fn add(tx: &mut Tx, db: u8, key: &[u8], items: &[Vec<u8>]) -> Result<i64, CmdError> {
-    let mut m = set_meta(tx, db, key)?.unwrap_or_else(|| Meta::new(Type::Set, tx.new_version()));
+    let mut m = super::meta_or_new(tx, db, key, Type::Set)?;
     let mut added = 0;
     for it in items {
         let sk = sub_key(db, key, m.version, it);
@@ -92,29 +87,6 @@ fn store(tx: &mut Tx, db: u8, dst: &[u8], items: BTreeSet<Vec<u8>>) -> CmdResult
 /// A set reply (`~` in RESP3).
 fn bulks(items: impl IntoIterator<Item = Vec<u8>>) -> Reply {
     Reply::Set(items.into_iter().map(Reply::Bulk).collect())
-}
-
-/// `n` members picked at random (reservoir sampling over one walk: O(size)
-/// time, O(n) memory), distinct.
-fn sample(tx: &Tx, db: u8, key: &[u8], m: &Meta, n: usize) -> Result<Vec<Vec<u8>>, CmdError> {
-    let prefix = sub_prefix(db, key, m.version);
-    let mut rng = rand::thread_rng();
-    let mut out: Vec<Vec<u8>> = Vec::new();
-    let mut seen = 0usize;
-    tx.scan(&prefix, None, false, |k, _| {
-        let member = k.get(prefix.len()..).unwrap_or_default().to_vec();
-        if out.len() < n {
-            out.push(member);
-        } else {
-            let j = rng.gen_range(0..=seen);
-            if let Some(slot) = out.get_mut(j) {
-                *slot = member;
-            }
-        }
-        seen += 1;
-        true
-    })?;
-    Ok(out)
 }
 
 /// The set algebra of SINTER / SUNION / SDIFF over `keys` (types checked first).
@@ -180,7 +152,7 @@ pub fn run(shared: &Shared, tx: &mut Tx, db: u8, name: &str, a: &[Vec<u8>]) -> C
             }
             let count = match a.get(1) {
                 Some(c) if name == "spop" => Some(super::parse_count(c)?),
-                Some(c) => Some(parse_i64(c)?),
+                Some(c) => Some(super::random::parse_count(c, false)?),
                 None => None,
             };
             if name == "spop" {
@@ -203,25 +175,11 @@ pub fn run(shared: &Shared, tx: &mut Tx, db: u8, name: &str, a: &[Vec<u8>]) -> C
                     Reply::Nil
                 });
             };
-            let want = count.map_or(1, |c| {
-                usize::try_from(c.unsigned_abs()).unwrap_or(usize::MAX)
-            });
-            let picked = if count.is_some_and(|c| c < 0) {
-                // SRANDMEMBER with a negative count: repeats allowed. The
-                // reply is built in memory, so its length is bounded.
-                if want > MAX_RANDOM_REPEATS {
-                    return Err(CmdError::Other(format!(
-                        "count is too large for this server (at most {MAX_RANDOM_REPEATS} with repeats)"
-                    )));
-                }
-                let all: Vec<Vec<u8>> = members(tx, db, key)?.into_iter().collect();
-                let mut rng = rand::thread_rng();
-                (0..want)
-                    .filter_map(|_| all.get(rng.gen_range(0..all.len().max(1))).cloned())
-                    .collect()
-            } else {
-                sample(tx, db, key, &m, want)?
-            };
+            let prefix = sub_prefix(db, key, m.version);
+            let picked: Vec<Vec<u8>> = super::random::pick(tx, &prefix, count.unwrap_or(1))?
+                .into_iter()
+                .map(|(member, _)| member)
+                .collect();
             if name == "spop" {
                 remove(tx, db, key, &mut m, &picked)?;
             }
@@ -293,13 +251,13 @@ pub fn run(shared: &Shared, tx: &mut Tx, db: u8, name: &str, a: &[Vec<u8>]) -> C
             Ok(Reply::Int(if limit > 0 { card.min(limit) } else { card }))
         }
         "sscan" => {
-            let cursor = parse_cursor(arg(a, 1))?;
+            let cursor = scan::parse_cursor(arg(a, 1))?;
             tx.consistent_reads();
             let Some(m) = set_meta(tx, db, key)? else {
-                return Ok(empty_scan());
+                return Ok(scan::empty_scan());
             };
             let prefix = sub_prefix(db, key, m.version);
-            scan_collection(
+            scan::scan_collection(
                 shared,
                 tx,
                 db,
@@ -312,76 +270,4 @@ pub fn run(shared: &Shared, tx: &mut Tx, db: u8, name: &str, a: &[Vec<u8>]) -> C
         }
         _ => Err(CmdError::Other(format!("unknown command '{name}'"))),
     }
-}
-
-pub fn parse_cursor(b: &[u8]) -> Result<u64, CmdError> {
-    std::str::from_utf8(b)
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| CmdError::Other("invalid cursor".into()))
-}
-
-pub fn empty_scan() -> Reply {
-    Reply::Array(vec![Reply::bulk("0"), Reply::Array(vec![])])
-}
-
-/// SSCAN / ZSCAN over the records under `prefix`: `[MATCH p] [COUNT n]`
-/// (MATCH applies to the record key's suffix after `skip` bytes); a cursor
-/// is an id in the server's cursor table holding the next record key
-/// (unknown or stale: restart from the first).
-#[allow(clippy::too_many_arguments)]
-pub fn scan_collection(
-    shared: &Shared,
-    tx: &Tx,
-    db: u8,
-    prefix: &[u8],
-    cursor: u64,
-    opts: &[Vec<u8>],
-    skip: usize,
-    emit: impl Fn(&[u8], &[u8]) -> Vec<Reply>,
-) -> CmdResult {
-    let (mut pattern, mut count) = (None, 10i64);
-    let mut i = 0;
-    while let Some(o) = opts.get(i) {
-        let Some(v) = opts.get(i + 1) else {
-            return Err(CmdError::Syntax);
-        };
-        if is_opt(o, "MATCH") {
-            pattern = Some(v.as_slice());
-        } else if is_opt(o, "COUNT") {
-            count = parse_i64(v)?;
-            if count < 1 {
-                return Err(CmdError::Syntax);
-            }
-        } else {
-            return Err(CmdError::Syntax);
-        }
-        i += 2;
-    }
-    let start = if cursor == 0 {
-        None
-    } else {
-        shared
-            .cursors
-            .take(db, cursor)
-            .filter(|k| k.starts_with(prefix))
-    };
-    let (mut out, mut visited, mut next) = (Vec::new(), 0i64, None);
-    tx.scan(prefix, start.as_deref(), false, |k, v| {
-        if visited >= count {
-            next = Some(k.to_vec());
-            return false;
-        }
-        visited += 1;
-        let f = k.get(prefix.len()..).unwrap_or_default();
-        if pattern.is_none_or(|p| glob::matches(p, f.get(skip..).unwrap_or_default())) {
-            out.extend(emit(f, v));
-        }
-        true
-    })?;
-    let next_cursor = next.map_or(0, |k| shared.cursors.save(db, k));
-    Ok(Reply::Array(vec![
-        Reply::bulk(next_cursor.to_string()),
-        Reply::Array(out),
-    ]))
 }

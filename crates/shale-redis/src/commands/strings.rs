@@ -1,6 +1,7 @@
 //! String commands.
 
 use super::{arg, is_opt, parse_i64, CmdError, CmdResult};
+use crate::ldouble::LongDouble;
 use crate::resp::Reply;
 use crate::store::{Meta, Type};
 use crate::tx::Tx;
@@ -106,6 +107,23 @@ pub fn run(tx: &mut Tx, db: u8, name: &str, a: &[Vec<u8>]) -> CmdResult {
                 .ok_or_else(|| CmdError::Other("decrement would overflow".into()))?;
             incr_by(tx, db, arg(a, 0), n)
         }
+        "incrbyfloat" => {
+            // Redis's order: the key's type, its value, then the increment.
+            let key = arg(a, 0);
+            tx.lock(db, [key]);
+            let (cur, expire_at) = match tx.get_meta(db, key)? {
+                None => (LongDouble::parse(b"0").ok_or(CmdError::NotFloat)?, 0),
+                Some(m) if m.ty == Type::String => {
+                    (parse_ld(&m.value, CmdError::NotFloat)?, m.expire_at)
+                }
+                Some(_) => return Err(CmdError::WrongType),
+            };
+            let by = parse_ld(arg(a, 1), CmdError::NotFloat)?;
+            let text = crate::ldouble::incr(&cur, &by).ok_or(CmdError::NanOrInfinity)?;
+            let m = new_string(tx, text.clone().into_bytes(), expire_at);
+            put(tx, db, key, &m)?;
+            Ok(Reply::bulk(text))
+        }
         "append" => {
             tx.lock(db, [arg(a, 0)]);
             let key = arg(a, 0);
@@ -123,6 +141,11 @@ pub fn run(tx: &mut Tx, db: u8, name: &str, a: &[Vec<u8>]) -> CmdResult {
         }
         _ => Err(CmdError::Other(format!("unknown command '{name}'"))),
     }
+}
+
+/// A float as INCRBYFLOAT reads it (C `long double`), or `err`.
+pub fn parse_ld(b: &[u8], err: CmdError) -> Result<LongDouble, CmdError> {
+    LongDouble::parse(b).ok_or(err)
 }
 
 /// A string's value; WRONGTYPE for another type.

@@ -101,11 +101,7 @@ fn del_member(tx: &mut Tx, db: u8, key: &[u8], m: &Meta, member: &[u8], score: f
 /// Writes `m` back with `size` (deleting the key when empty).
 fn save(tx: &mut Tx, db: u8, key: &[u8], m: &mut Meta, size: u64) {
     m.size = size;
-    if size == 0 {
-        tx.delete_meta(db, key);
-    } else {
-        tx.put_meta(db, key, m);
-    }
+    tx.save_collection(db, key, m);
 }
 
 /// Walks the score index of `m` (ascending, or descending with `reverse`)
@@ -239,8 +235,7 @@ pub fn run(shared: &Shared, tx: &mut Tx, db: u8, name: &str, a: &[Vec<u8>]) -> C
         "zincrby" => {
             let by = parse_float(arg(a, 1)).ok_or_else(not_float)?;
             tx.lock(db, [key]);
-            let mut m =
-                zmeta(tx, db, key)?.unwrap_or_else(|| Meta::new(Type::ZSet, tx.new_version()));
+            let mut m = super::meta_or_new(tx, db, key, Type::ZSet)?;
             let member = arg(a, 2);
             let cur = get_score(tx, db, key, &m, member)?;
             let new = cur.unwrap_or(0.0) + by;
@@ -352,17 +347,18 @@ pub fn run(shared: &Shared, tx: &mut Tx, db: u8, name: &str, a: &[Vec<u8>]) -> C
             range::run(tx, db, name, a)
         }
         "zunionstore" | "zinterstore" | "zdiffstore" => algebra::run(tx, db, name, a),
+        "zrandmember" => super::random::run(tx, db, name, a),
         "zscan" => {
-            let cursor = super::sets::parse_cursor(arg(a, 1))?;
+            let cursor = super::scan::parse_cursor(arg(a, 1))?;
             tx.consistent_reads();
             let Some(m) = zmeta(tx, db, key)? else {
-                return Ok(super::sets::empty_scan());
+                return Ok(super::scan::empty_scan());
             };
             // Walks the score index, so a small set comes out in score
             // order like Redis's listpack encoding.
             let prefix = score_prefix(db, key, m.version);
             let opts = a.get(2..).unwrap_or_default();
-            super::sets::scan_collection(shared, tx, db, &prefix, cursor, opts, 8, |f, _| {
+            super::scan::scan_collection(shared, tx, db, &prefix, cursor, opts, 8, |f, _| {
                 let score = score_from_bytes(f).unwrap_or(0.0);
                 // ZSCAN replies scores as strings in RESP3 too.
                 vec![

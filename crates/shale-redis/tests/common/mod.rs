@@ -274,3 +274,127 @@ pub fn normalize(raw: &str) -> String {
     }
     item(raw).0
 }
+
+/// One step of a multi-client scenario (see [`run_scenario`]).
+pub enum Step {
+    /// Client n sends a command and reads its reply.
+    Call(usize, &'static [&'static str]),
+    /// Client n sends a command without reading (it blocks).
+    Send(usize, &'static [&'static str]),
+    /// Client n reads one reply (a served BLPOP, a pub/sub message).
+    Read(usize),
+    /// Client n closes its connection.
+    Close(usize),
+    /// Lets the server act (a blocked command register, a timeout pass).
+    Sleep(u64),
+}
+
+/// Runs `steps` with `clients` authenticated connections to `port` (after
+/// HELLO 3 for the clients in `resp3`); the transcript of every reply read.
+pub fn run_scenario(port: u16, clients: usize, resp3: &[usize], steps: &[Step]) -> Vec<String> {
+    let mut cs: Vec<Option<Raw>> = (0..clients)
+        .map(|i| {
+            let mut c = Raw::connect(port);
+            assert_eq!(c.call(&["AUTH", PW]), "+OK\r\n");
+            if resp3.contains(&i) {
+                c.call(&["HELLO", "3"]);
+            }
+            Some(c)
+        })
+        .collect();
+    let mut out = Vec::new();
+    for (n, step) in steps.iter().enumerate() {
+        match step {
+            Step::Call(i, cmd) => {
+                let r = cs[*i].as_mut().unwrap().call(cmd);
+                out.push(format!("{n}: c{i} {cmd:?} -> {r:?}"));
+            }
+            Step::Send(i, cmd) => cs[*i].as_mut().unwrap().send(cmd),
+            Step::Read(i) => {
+                let r = cs[*i].as_mut().unwrap().reply();
+                out.push(format!("{n}: c{i} read -> {r:?}"));
+            }
+            Step::Close(i) => cs[*i] = None,
+            Step::Sleep(ms) => std::thread::sleep(Duration::from_millis(*ms)),
+        }
+    }
+    out
+}
+
+/// Runs a scenario on redis-server and on shale-redis-server; asserts the
+/// same transcript.
+pub fn compare_scenario(clients: usize, resp3: &[usize], steps: &[Step]) {
+    on_both_servers(|port| run_scenario(port, clients, resp3, steps));
+}
+
+/// Runs `session(port)` against a fresh redis-server, then a fresh
+/// shale-redis-server; asserts the same transcript and returns redis's.
+pub fn on_both_servers(session: impl Fn(u16) -> Vec<String>) -> Vec<String> {
+    let dir = tempfile::tempdir().unwrap();
+    let redis_dir = tempfile::tempdir().unwrap();
+    let redis = start_redis(redis_dir.path());
+    let shale = start_shale(dir.path());
+    let want = session(redis.port);
+    assert_same(&want, &session(shale.port));
+    want
+}
+
+/// Asserts two transcripts are equal, listing every differing line.
+pub fn assert_same(want: &[String], got: &[String]) {
+    let diffs: Vec<String> = want
+        .iter()
+        .zip(got)
+        .filter(|(w, g)| w != g)
+        .map(|(w, g)| format!("redis: {w:?}\nshale: {g:?}"))
+        .collect();
+    assert!(
+        diffs.is_empty() && want.len() == got.len(),
+        "{} differences ({} vs {} replies):\n{}",
+        diffs.len(),
+        want.len(),
+        got.len(),
+        diffs.join("\n")
+    );
+}
+
+/// HELLO's map holds the connection id, which differs between servers.
+pub fn mask_id(reply: &str) -> String {
+    let Some(at) = reply.find("$2\r\nid\r\n:") else {
+        return reply.to_string();
+    };
+    let start = at + "$2\r\nid\r\n:".len();
+    let end = start + reply[start..].find("\r\n").unwrap();
+    format!("{}ID{}", &reply[..start], &reply[end..])
+}
+
+/// Runs `script` on redis-server and shale-redis-server, one connection
+/// each (after AUTH when `auth`, after HELLO 3 when `resp3`), and asserts
+/// identical replies; commands named in `unordered` are compared sorted.
+pub fn compare_script(script: &[&[&str]], auth: bool, resp3: bool, unordered: &[&str]) {
+    let dir = tempfile::tempdir().unwrap();
+    let redis_dir = tempfile::tempdir().unwrap();
+    let redis = start_redis(redis_dir.path());
+    let shale = start_shale(dir.path());
+    let (mut a, mut b) = (Raw::connect(redis.port), Raw::connect(shale.port));
+    let mut prelude: Vec<&[&str]> = Vec::new();
+    if auth {
+        prelude.push(&["AUTH", PW]);
+    }
+    if resp3 {
+        prelude.push(&["HELLO", "3"]);
+    }
+    let call = |c: &mut Raw, cmd: &[&str]| {
+        let raw = mask_id(&c.call(cmd));
+        if unordered.contains(&cmd[0].to_ascii_uppercase().as_str()) {
+            normalize(&raw)
+        } else {
+            raw
+        }
+    };
+    let (mut want, mut got) = (Vec::new(), Vec::new());
+    for cmd in prelude.into_iter().chain(script.iter().copied()) {
+        want.push(format!("{cmd:?} -> {}", call(&mut a, cmd)));
+        got.push(format!("{cmd:?} -> {}", call(&mut b, cmd)));
+    }
+    assert_same(&want, &got);
+}

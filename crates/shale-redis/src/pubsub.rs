@@ -1,0 +1,299 @@
+//! Pub/sub and the connection's output sink.
+//!
+//! Every connection writes its replies through a [`Sink`]: a buffer and the
+//! socket under one mutex. PUBLISH appends the message to each subscriber's
+//! sink and writes it out at once (the subscriber's thread is blocked
+//! reading its socket, so it could not forward it without delay). Because
+//! replies and messages go through the same buffer under the same lock, a
+//! message never lands inside a reply, and a connection's subscription set
+//! lives in its sink: SUBSCRIBE changes it and queues the confirmation under
+//! that lock, and PUBLISH checks it under that lock, so a client sees
+//! `subscribe` before the first message and nothing after `unsubscribe`.
+//!
+//! A subscriber that cannot take a message within [`SLOW_CLIENT`] (its socket
+//! buffer full, or its sink held that long) is disconnected, like Redis's
+//! pubsub output-buffer limit.
+
+use crate::glob;
+use crate::resp::Reply;
+use parking_lot::Mutex;
+use std::collections::{BTreeSet, HashMap};
+use std::io::Write;
+use std::net::TcpStream;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How long a PUBLISH waits for one subscriber before dropping it.
+pub const SLOW_CLIENT: Duration = Duration::from_secs(10);
+
+/// A connection's output: pending bytes, the socket, its subscriptions.
+pub struct Sink {
+    inner: Mutex<SinkInner>,
+    /// A second handle on the socket, to shut it down without the lock.
+    killer: Option<TcpStream>,
+}
+
+struct SinkInner {
+    stream: Option<TcpStream>,
+    buf: Vec<u8>,
+    resp3: bool,
+    channels: BTreeSet<Vec<u8>>,
+    patterns: BTreeSet<Vec<u8>>,
+}
+
+impl SinkInner {
+    fn count(&self) -> i64 {
+        i64::try_from(self.channels.len() + self.patterns.len()).unwrap_or(i64::MAX)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        if let Some(s) = &mut self.stream {
+            if !self.buf.is_empty() {
+                s.write_all(&self.buf)?;
+            }
+        }
+        self.buf.clear();
+        Ok(())
+    }
+
+    fn push(&mut self, items: Vec<Reply>) {
+        Reply::Push(items).encode(&mut self.buf, self.resp3);
+    }
+}
+
+impl Sink {
+    /// A sink writing to `stream` (`None`: replies are only buffered).
+    pub fn new(stream: Option<TcpStream>) -> Sink {
+        let killer = stream.as_ref().and_then(|s| s.try_clone().ok());
+        Sink {
+            inner: Mutex::new(SinkInner {
+                stream,
+                buf: Vec::with_capacity(16 * 1024),
+                resp3: false,
+                channels: BTreeSet::new(),
+                patterns: BTreeSet::new(),
+            }),
+            killer,
+        }
+    }
+
+    /// Appends `r`; returns the number of bytes now pending.
+    pub fn append(&self, r: &Reply, resp3: bool) -> usize {
+        let mut g = self.inner.lock();
+        g.resp3 = resp3;
+        r.encode(&mut g.buf, resp3);
+        g.buf.len()
+    }
+
+    /// Writes out everything pending (no timeout: the connection's own thread).
+    pub fn flush(&self) -> std::io::Result<()> {
+        self.inner.lock().flush()
+    }
+
+    /// Channels plus patterns subscribed to.
+    pub fn subscriptions(&self) -> i64 {
+        self.inner.lock().count()
+    }
+
+    fn kill(&self) {
+        if let Some(k) = &self.killer {
+            let _ = k.shutdown(std::net::Shutdown::Both);
+        }
+    }
+}
+
+/// A subscriber: its connection id and sink.
+type Subscriber = (u64, Arc<Sink>);
+
+/// Who is subscribed to which channel and pattern (the server-wide index;
+/// each sink holds the authoritative set of its own subscriptions).
+#[derive(Default)]
+pub struct PubSub {
+    reg: Mutex<Registry>,
+}
+
+#[derive(Default)]
+struct Registry {
+    channels: HashMap<Vec<u8>, Vec<Subscriber>>,
+    patterns: HashMap<Vec<u8>, Vec<Subscriber>>,
+}
+
+fn add(map: &mut HashMap<Vec<u8>, Vec<Subscriber>>, name: &[u8], id: u64, sink: &Arc<Sink>) {
+    let list = map.entry(name.to_vec()).or_default();
+    if !list.iter().any(|(c, _)| *c == id) {
+        list.push((id, sink.clone()));
+    }
+}
+
+fn remove(map: &mut HashMap<Vec<u8>, Vec<Subscriber>>, name: &[u8], id: u64) {
+    if let Some(list) = map.get_mut(name) {
+        list.retain(|(c, _)| *c != id);
+        if list.is_empty() {
+            map.remove(name);
+        }
+    }
+}
+
+/// Which kind of subscription a command changes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Channel,
+    Pattern,
+}
+
+impl PubSub {
+    /// SUBSCRIBE / PSUBSCRIBE: one confirmation per name, queued in the sink.
+    pub fn subscribe(&self, id: u64, sink: &Arc<Sink>, kind: Kind, names: &[Vec<u8>]) {
+        let mut g = sink.inner.lock();
+        for n in names {
+            let (set, word) = match kind {
+                Kind::Channel => (&mut g.channels, "subscribe"),
+                Kind::Pattern => (&mut g.patterns, "psubscribe"),
+            };
+            if set.insert(n.clone()) {
+                let mut r = self.reg.lock();
+                let map = match kind {
+                    Kind::Channel => &mut r.channels,
+                    Kind::Pattern => &mut r.patterns,
+                };
+                add(map, n, id, sink);
+            }
+            let count = g.count();
+            g.push(vec![
+                Reply::bulk(word),
+                Reply::bulk(n.clone()),
+                Reply::Int(count),
+            ]);
+        }
+    }
+
+    /// UNSUBSCRIBE / PUNSUBSCRIBE: `names` empty means all of that kind
+    /// (one confirmation with a null name when there were none).
+    pub fn unsubscribe(&self, id: u64, sink: &Sink, kind: Kind, names: &[Vec<u8>]) {
+        let mut g = sink.inner.lock();
+        let word = match kind {
+            Kind::Channel => "unsubscribe",
+            Kind::Pattern => "punsubscribe",
+        };
+        let names: Vec<Vec<u8>> = if names.is_empty() {
+            match kind {
+                Kind::Channel => g.channels.iter().cloned().collect(),
+                Kind::Pattern => g.patterns.iter().cloned().collect(),
+            }
+        } else {
+            names.to_vec()
+        };
+        if names.is_empty() {
+            let count = g.count();
+            g.push(vec![Reply::bulk(word), Reply::Nil, Reply::Int(count)]);
+        }
+        for n in names {
+            let set = match kind {
+                Kind::Channel => &mut g.channels,
+                Kind::Pattern => &mut g.patterns,
+            };
+            if set.remove(&n) {
+                let mut r = self.reg.lock();
+                let map = match kind {
+                    Kind::Channel => &mut r.channels,
+                    Kind::Pattern => &mut r.patterns,
+                };
+                remove(map, &n, id);
+            }
+            let count = g.count();
+            g.push(vec![Reply::bulk(word), Reply::bulk(n), Reply::Int(count)]);
+        }
+    }
+
+    /// Drops every subscription of a closing connection (no confirmations).
+    pub fn forget(&self, id: u64, sink: &Sink) {
+        let mut g = sink.inner.lock();
+        let mut r = self.reg.lock();
+        for c in std::mem::take(&mut g.channels) {
+            remove(&mut r.channels, &c, id);
+        }
+        for p in std::mem::take(&mut g.patterns) {
+            remove(&mut r.patterns, &p, id);
+        }
+    }
+
+    /// PUBLISH: delivers to the channel's subscribers and to every matching
+    /// pattern's; returns the number of deliveries (a client once per
+    /// channel subscription and once per matching pattern, as Redis counts).
+    pub fn publish(&self, channel: &[u8], msg: &[u8]) -> i64 {
+        // (sink, the pattern it matched; None: the channel itself)
+        let mut targets: Vec<(Arc<Sink>, Option<Vec<u8>>)> = Vec::new();
+        {
+            let r = self.reg.lock();
+            if let Some(list) = r.channels.get(channel) {
+                targets.extend(list.iter().map(|(_, s)| (s.clone(), None)));
+            }
+            for (p, list) in &r.patterns {
+                if glob::matches(p, channel) {
+                    targets.extend(list.iter().map(|(_, s)| (s.clone(), Some(p.clone()))));
+                }
+            }
+        }
+        let mut delivered = 0;
+        for (sink, pattern) in targets {
+            let Some(mut g) = sink.inner.try_lock_for(SLOW_CLIENT) else {
+                sink.kill();
+                continue;
+            };
+            let items = match &pattern {
+                None if g.channels.contains(channel) => vec![
+                    Reply::bulk("message"),
+                    Reply::bulk(channel),
+                    Reply::bulk(msg),
+                ],
+                Some(p) if g.patterns.contains(p) => vec![
+                    Reply::bulk("pmessage"),
+                    Reply::bulk(p.clone()),
+                    Reply::bulk(channel),
+                    Reply::bulk(msg),
+                ],
+                _ => continue,
+            };
+            g.push(items);
+            delivered += 1;
+            if let Some(s) = &g.stream {
+                let _ = s.set_write_timeout(Some(SLOW_CLIENT));
+            }
+            let r = g.flush();
+            if let Some(s) = &g.stream {
+                let _ = s.set_write_timeout(None);
+            }
+            if r.is_err() {
+                drop(g);
+                sink.kill();
+            }
+        }
+        delivered
+    }
+
+    /// PUBSUB CHANNELS [pattern]: channels with at least one subscriber.
+    pub fn channels(&self, pattern: Option<&[u8]>) -> Vec<Vec<u8>> {
+        let r = self.reg.lock();
+        let mut out: Vec<Vec<u8>> = r
+            .channels
+            .keys()
+            .filter(|c| pattern.is_none_or(|p| glob::matches(p, c)))
+            .cloned()
+            .collect();
+        out.sort();
+        out
+    }
+
+    /// PUBSUB NUMSUB: subscribers of `channel`.
+    pub fn numsub(&self, channel: &[u8]) -> i64 {
+        let r = self.reg.lock();
+        r.channels
+            .get(channel)
+            .map_or(0, |l| i64::try_from(l.len()).unwrap_or(i64::MAX))
+    }
+
+    /// PUBSUB NUMPAT: distinct patterns subscribed to.
+    pub fn numpat(&self) -> i64 {
+        i64::try_from(self.reg.lock().patterns.len()).unwrap_or(i64::MAX)
+    }
+}
