@@ -400,7 +400,7 @@ mod tests {
     fn unsorted_run_is_refused_and_frees_its_slots() {
         let dir = tempfile::tempdir().unwrap();
         let db = open(dir.path());
-        let mut ing = db.ingest_behind(0).unwrap();
+        let ing = db.ingest_behind(0).unwrap();
         let err = ing
             .add_run([(&b"b"[..], &b"1"[..]), (b"a", b"2")])
             .unwrap_err();
