@@ -245,7 +245,7 @@ pub enum KeyRange {
 }
 
 /// `v` converted to `ty` if the conversion is exact.
-fn exact(v: &Datum, ty: &SqlType) -> Option<Datum> {
+pub fn exact(v: &Datum, ty: &SqlType) -> Option<Datum> {
     let c = coerce(v.clone(), ty, "", 0).ok()?;
     (compare(&c, v) == Some(Ordering::Equal)).then_some(c)
 }

@@ -4,27 +4,50 @@
 
 use crate::error::{Error, Result};
 use crate::executor::group_key;
-use crate::expr::{AggCall, AggFunc, BExpr};
+use crate::expr::{AggCall, AggFunc, BExpr, EvalCx};
 use crate::types::{sort_order, Datum, Decimal};
 use std::cmp::Ordering;
 use std::collections::{HashMap, HashSet};
 
-/// MIN/MAX: keeps `v` in `best` if it is smaller (larger with `max`).
-fn keep_extreme(best: &mut Option<Datum>, v: Datum, max: bool) {
-    let better = match best {
+/// MIN/MAX: whether `v` beats `best` (is smaller; larger with `max`).
+fn better(best: Option<&Datum>, v: &Datum, max: bool) -> bool {
+    match best {
         None => true,
         Some(b) => {
-            let o = sort_order(&v, b);
+            let o = sort_order(v, b);
             if max {
                 o == Ordering::Greater
             } else {
                 o == Ordering::Less
             }
         }
-    };
-    if better {
+    }
+}
+
+/// MIN/MAX: keeps `v` in `best` if it is smaller (larger with `max`).
+fn keep_extreme(best: &mut Option<Datum>, v: Datum, max: bool) {
+    if better(best.as_ref(), &v, max) {
         *best = Some(v);
     }
+}
+
+/// SUM: adds non-NULL `v`, exactly (DECIMAL) while every value is exact,
+/// in DOUBLE from the first inexact one on.
+fn sum_in(exact: &mut Option<Decimal>, float: &mut Option<f64>, v: &Datum) -> Result<()> {
+    let is_exact = matches!(v, Datum::Int(_) | Datum::UInt(_) | Datum::Decimal(_));
+    if is_exact && float.is_none() {
+        let d = v.to_decimal().unwrap_or(Decimal::from_i128(0));
+        *exact = Some(match exact {
+            Some(acc) => {
+                Decimal::checked_add(*acc, d).ok_or_else(|| Error::OutOfRange("SUM".into(), 0))?
+            }
+            None => d,
+        });
+    } else {
+        let prior = exact.take().map_or(0.0, Decimal::to_f64);
+        *float = Some(float.unwrap_or(prior) + v.to_f64().unwrap_or(0.0));
+    }
+    Ok(())
 }
 
 /// Groups in first-seen order, each with its first row and states.
@@ -67,6 +90,52 @@ impl Groups {
             }
         }
         Ok(())
+    }
+
+    /// As [`Groups::feed`] without GROUP BY (one group), reading argument
+    /// values in place ([`AggState::add_ref`]).
+    pub fn feed_ungrouped(
+        &mut self,
+        aggs: &[AggCall],
+        row: &[Datum],
+        cx: &EvalCx<'_>,
+    ) -> Result<()> {
+        if self.groups.is_empty() {
+            self.groups
+                .push((row.to_vec(), aggs.iter().map(AggState::new).collect()));
+            // The key `feed` and `merge` give a group of no columns.
+            self.index.insert(group_key(&[]), 0);
+        }
+        if let Some((_, states)) = self.groups.first_mut() {
+            for (st, call) in states.iter_mut().zip(aggs) {
+                match &call.arg {
+                    Some(a) => st.add_ref(a.eval_ref(row, cx)?.as_ref())?,
+                    None => st.add(None)?,
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Adds `n` rows to COUNT(*) aggregates of the one group of an
+    /// ungrouped aggregate whose aggregates are all COUNT(*)
+    /// (`row`: the group's row, for its projection).
+    pub fn count_rows(&mut self, aggs: &[AggCall], row: &[Datum], rows: i64) {
+        if rows == 0 {
+            return;
+        }
+        if self.groups.is_empty() {
+            self.groups
+                .push((row.to_vec(), aggs.iter().map(AggState::new).collect()));
+            self.index.insert(group_key(&[]), 0);
+        }
+        if let Some((_, states)) = self.groups.first_mut() {
+            for st in states.iter_mut() {
+                if let AggState::Count { n, star: true, .. } = st {
+                    *n += rows;
+                }
+            }
+        }
     }
 
     /// Folds another partition's groups into these (no DISTINCT states).
@@ -182,18 +251,7 @@ impl AggState {
                     }
                 }
                 *n += 1;
-                let is_exact = matches!(v, Datum::Int(_) | Datum::UInt(_) | Datum::Decimal(_));
-                if is_exact && float.is_none() {
-                    let d = v.to_decimal().unwrap_or(Decimal::from_i128(0));
-                    *exact = Some(match exact {
-                        Some(acc) => Decimal::checked_add(*acc, d)
-                            .ok_or_else(|| Error::OutOfRange("SUM".into(), 0))?,
-                        None => d,
-                    });
-                } else {
-                    let prior = exact.take().map_or(0.0, Decimal::to_f64);
-                    *float = Some(float.unwrap_or(prior) + v.to_f64().unwrap_or(0.0));
-                }
+                sum_in(exact, float, &v)?;
             }
             AggState::Extreme { best, max } => {
                 let Some(v) = v.filter(|v| !v.is_null()) else {
@@ -201,6 +259,42 @@ impl AggState {
                 };
                 keep_extreme(best, v, *max);
             }
+        }
+        Ok(())
+    }
+
+    /// As [`AggState::add`] with a borrowed, present argument value: a
+    /// MIN/MAX copies it only when it becomes the best one (scans feed
+    /// values straight from their row buffer).
+    pub fn add_ref(&mut self, v: &Datum) -> Result<()> {
+        match self {
+            AggState::Count {
+                n,
+                distinct: None,
+                star,
+            } => {
+                if *star || !v.is_null() {
+                    *n += 1;
+                }
+            }
+            AggState::Sum {
+                exact,
+                float,
+                n,
+                distinct: None,
+                ..
+            } => {
+                if !v.is_null() {
+                    *n += 1;
+                    sum_in(exact, float, v)?;
+                }
+            }
+            AggState::Extreme { best, max } => {
+                if !v.is_null() && better(best.as_ref(), v, *max) {
+                    *best = Some(v.clone());
+                }
+            }
+            AggState::Count { .. } | AggState::Sum { .. } => self.add(Some(v.clone()))?,
         }
         Ok(())
     }

@@ -3,8 +3,10 @@
 //! partial aggregate).
 //!
 //! Taken when a statement runs alone in its transaction (autocommit, read
-//! only), reads one table through its primary key (a range or all of it),
-//! and every aggregate can be merged (no DISTINCT, no subqueries):
+//! only), reads one table through its integer primary key or through a
+//! covering secondary index whose first column is an integer (a range or
+//! all of it), and every aggregate can be merged (no DISTINCT, no
+//! subqueries):
 //!
 //! ```text
 //! SELECT SUM(k), COUNT(*) FROM sbtest1 WHERE c LIKE '1%'     (id INT PRIMARY KEY)
@@ -16,8 +18,10 @@
 //!
 //! Every partition reads the same engine snapshot, taken when the
 //! statement starts, so the result is that of one serial scan at that
-//! moment. Partitions split the integer primary key's value range evenly
-//! (the first and last key of the range bound it).
+//! moment. Partitions split the value range of the index's first column
+//! evenly (the first and last non-NULL key of the range bound it; entries
+//! with a NULL there sort first, into the first partition). Each partition
+//! runs `scan::feed_partition`.
 
 use crate::access::{self, KeyRange};
 use crate::aggregate::Groups;
@@ -26,6 +30,7 @@ use crate::error::{Error, Result};
 use crate::executor::{Executor, Rows};
 use crate::expr::{BExpr, EvalCx};
 use crate::keycodec;
+use crate::scan::{self, EntryDecoder, RowDecoder, Source};
 use crate::select::SelectPlan;
 use crate::types::{Datum, SqlType};
 use shaledb::ReadOptions;
@@ -57,7 +62,9 @@ pub fn partitions(
         && plan.lock.is_none()
         && t.virtual_rows.is_none()
         && !t.left
-        && t.path.as_ref().is_none_or(|p| p.index == 0)
+        && t.path
+            .as_ref()
+            .is_none_or(|p| p.index == 0 || (p.covering && p.eq.is_empty() && !p.reverse))
         && plan
             .aggs
             .iter()
@@ -67,16 +74,21 @@ pub fn partitions(
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .min(8);
-    if !eligible || threads < 2 || t.def.hidden_pk {
+    if !eligible || threads < 2 {
         return Ok(None);
     }
-    let Some(pk) = t.def.primary() else {
+    let index_pos = t.path.as_ref().map_or(0, |p| p.index);
+    // The partitions split the value range of the index's first column.
+    let Some(ix) = t.def.indexes.get(index_pos) else {
         return Ok(None);
     };
-    let [pk_col] = pk.columns.as_slice() else {
+    if ix.primary && (t.def.hidden_pk || ix.columns.len() != 1) {
+        return Ok(None);
+    }
+    let Some(first_col) = ix.columns.first() else {
         return Ok(None);
     };
-    let Some(col) = t.def.columns.iter().find(|c| c.id == *pk_col) else {
+    let Some(col) = t.def.columns.iter().find(|c| c.id == *first_col) else {
         return Ok(None);
     };
     let SqlType::Int { .. } = col.ty else {
@@ -98,6 +110,13 @@ pub fn partitions(
     };
     let mut it = db.iter_cf(&ro, ex.cat.data_cf)?;
     it.seek_to_first()?;
+    if it.valid() && it.key().get(4) == Some(&0x00) {
+        // Entries with a NULL first column sort first: the split starts at
+        // the first non-NULL value (the NULLs go to the first partition).
+        let mut non_null = crate::index::prefix(ix.id);
+        non_null.push(0x01);
+        it.seek(&non_null)?;
+    }
     let first_key = if it.valid() {
         it.key().to_vec()
     } else {
@@ -128,7 +147,7 @@ pub fn partitions(
         } else {
             Datum::Int(i64::try_from(v).map_err(|_| Error::OutOfRange("partition".into(), 0))?)
         };
-        let mut k = crate::index::prefix(pk.id);
+        let mut k = crate::index::prefix(ix.id);
         keycodec::encode(&mut k, &d, &col.ty);
         bounds.push(k);
     }
@@ -152,10 +171,35 @@ pub fn aggregate(
         .ok_or_else(|| Error::Syntax("no table".into()))?;
     let def: &TableDef = &t.def;
     let needed = t.needed.as_deref();
+    let filters = ex.with_cx(&[], |cx| {
+        scan::residual_filters(
+            def,
+            t.path.as_ref(),
+            t.filters.iter().chain(&plan.filter),
+            cx,
+        )
+    })?;
+    let index = def
+        .indexes
+        .get(t.path.as_ref().map_or(0, |p| p.index))
+        .ok_or_else(|| Error::RowCorrupt {
+            table: def.qualified(),
+            reason: "index out of range".into(),
+        })?;
+    let source = |_: ()| -> Result<Source<'_>> {
+        Ok(if filters.is_empty() && scan::count_only(plan) {
+            Source::Count
+        } else if index.primary {
+            Source::Rows(RowDecoder::new(def, needed))
+        } else {
+            Source::Entries(EntryDecoder::new(def, index, needed)?)
+        })
+    };
     let snapshot = ex.cat.engine().snapshot();
     let params = ex.params;
     let interrupt = ex.interrupt;
     let cat = ex.cat;
+    let filters = &scan::compile_filters(def, &filters);
     let results: Vec<Result<Groups>> = std::thread::scope(|scope| {
         let handles: Vec<_> = parts
             .iter()
@@ -180,29 +224,7 @@ pub fn aggregate(
                     };
                     let mut it = cat.engine().iter_cf(&ro, cat.data_cf)?;
                     it.seek_to_first()?;
-                    let mut acc = Groups::default();
-                    let mut n = 0u32;
-                    'rows: while it.valid() {
-                        n = n.wrapping_add(1);
-                        if n.is_multiple_of(1024)
-                            && interrupt.is_some_and(|f| f.load(Ordering::Relaxed))
-                        {
-                            return Err(Error::Interrupted);
-                        }
-                        let row = def.decode_row_projected(it.value(), needed)?;
-                        for f in t.filters.iter().chain(&plan.filter) {
-                            if f.eval(&row, &cx)?.truth() != Some(true) {
-                                it.next()?;
-                                continue 'rows;
-                            }
-                        }
-                        acc.feed(&plan.group_by, &plan.aggs, &row, &|e| e.eval(&row, &cx))?;
-                        it.next()?;
-                    }
-                    if let Some(e) = it.status() {
-                        return Err(Error::Engine(e.clone()));
-                    }
-                    Ok(acc)
+                    scan::feed_partition(plan, &source(())?, filters, &mut it, &cx, interrupt)
                 })
             })
             .collect();

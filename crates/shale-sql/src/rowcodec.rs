@@ -79,32 +79,75 @@ pub fn version_of(row: &[u8]) -> Option<u32> {
 
 /// Decodes a row whose schema version has columns of `types`. None if the
 /// bytes are not a valid row of that shape.
-/// Decodes a row; a column whose `keep` entry is false (all are kept
-/// without `keep`) reads as NULL without its value being copied (scans
-/// decode only what a query reads).
+/// A column whose `keep` entry is false (all are kept without `keep`)
+/// reads as NULL without its value being copied (scans decode only what a
+/// query reads).
 pub fn decode_projected(
     row: &[u8],
     types: &[&SqlType],
     keep: Option<&[bool]>,
 ) -> Option<Vec<Datum>> {
+    let mut out = vec![Datum::Null; types.len()];
+    decode_into(row, types, keep, &mut out)?;
+    Some(out)
+}
+
+/// As [`decode_projected`], into `out` (one slot per column, reused across
+/// rows by a scan): a string lands in the buffer its slot already holds,
+/// so a scan allocates per column, not per row.
+pub fn decode_into(
+    row: &[u8],
+    types: &[&SqlType],
+    keep: Option<&[bool]>,
+    out: &mut [Datum],
+) -> Option<()> {
+    if out.len() != types.len() {
+        return None;
+    }
     let (&fmt, rest) = row.split_first()?;
     if fmt != ROW_FORMAT {
         return None;
     }
     let (_, rest) = get_varint(rest)?;
     let (bitmap, mut rest) = rest.split_at_checked(types.len().div_ceil(8))?;
-    let mut out = Vec::with_capacity(types.len());
-    for (i, ty) in types.iter().enumerate() {
+    for (i, (ty, slot)) in types.iter().zip(out.iter_mut()).enumerate() {
         if bitmap.get(i / 8)? & (1 << (i % 8)) != 0 {
-            out.push(Datum::Null);
+            *slot = Datum::Null;
             continue;
         }
         let wanted = keep.is_none_or(|k| k.get(i).copied().unwrap_or(true));
-        let (v, r) = decode_value(rest, ty, wanted)?;
-        out.push(v);
-        rest = r;
+        if wanted && is_varlen(ty) {
+            let (len, r) = get_varint(rest)?;
+            let (b, r) = r.split_at_checked(usize::try_from(len).ok()?)?;
+            match slot {
+                Datum::Bytes(buf) => {
+                    buf.clear();
+                    buf.extend_from_slice(b);
+                }
+                other => *other = Datum::Bytes(b.to_vec()),
+            }
+            rest = r;
+        } else {
+            let (v, r) = decode_value(rest, ty, wanted)?;
+            *slot = v;
+            rest = r;
+        }
     }
-    rest.is_empty().then_some(out)
+    rest.is_empty().then_some(())
+}
+
+/// Stored as varint length + bytes (the catch-all arm of `decode_one`).
+fn is_varlen(ty: &SqlType) -> bool {
+    !matches!(
+        ty,
+        SqlType::Int { .. }
+            | SqlType::Float
+            | SqlType::Double
+            | SqlType::Decimal { .. }
+            | SqlType::Date
+            | SqlType::DateTime
+            | SqlType::Timestamp
+    )
 }
 
 /// One value and what follows it; `wanted` false: skipped (NULL), its
@@ -195,7 +238,14 @@ mod tests {
                 .zip(keep)
                 .map(|(d, k)| if k { d.clone() } else { Datum::Null })
                 .collect();
-            prop_assert_eq!(decode_projected(&enc, &t, Some(&keep)), Some(projected));
+            prop_assert_eq!(decode_projected(&enc, &t, Some(&keep)), Some(projected.clone()));
+            // Into a reused buffer whose slots hold other values.
+            let mut buf = vec![Datum::Bytes(b"old".to_vec()); 4];
+            prop_assert_eq!(decode_into(&enc, &t, Some(&keep), &mut buf), Some(()));
+            prop_assert_eq!(&buf, &projected);
+            prop_assert_eq!(decode_into(&enc, &t, None, &mut buf), Some(()));
+            prop_assert_eq!(&buf, &row);
+            prop_assert_eq!(decode_into(&enc, &t, None, &mut buf[..3]), None);
         }
 
         #[test]
@@ -205,6 +255,8 @@ mod tests {
             let _ = decode_projected(&buf, &t, None);
             let _ = decode_projected(&buf, &t, Some(&[false, true, false]));
             let _ = version_of(&buf);
+            let mut out = vec![Datum::Bytes(vec![1]); 3];
+            let _ = decode_into(&buf, &t, None, &mut out);
         }
     }
 }

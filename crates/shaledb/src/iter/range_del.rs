@@ -160,11 +160,51 @@ impl RangeTombstones {
         (user_key < f.1.as_slice()).then_some(i)
     }
 
-    /// The largest sequence of a tombstone covering `user_key`; 0 if none.
+    /// The largest sequence of a tombstone covering `user_key`; 0 if none
+    /// (reads use the hinted [`RangeTombstones::max_covering_seq_from`];
+    /// this is its reference).
+    #[cfg(test)]
     pub fn max_covering_seq(&self, user_key: &[u8]) -> SequenceNumber {
         self.find(user_key)
             .and_then(|i| self.fragments.get(i))
             .map_or(0, |f| f.2)
+    }
+
+    /// As [`RangeTombstones::max_covering_seq`], starting from `*hint`
+    /// (what the previous call left there) instead of a binary search: a
+    /// forward scan asks about ascending keys, so the fragment for the next
+    /// key is the hinted one or a step after it. `*hint` is trusted only if
+    /// every fragment before it ends at or before `user_key`; otherwise (a
+    /// seek, a backward step, a fresh hint) or after a few steps the binary
+    /// search runs, so any hint gives the right answer. Leaves in `*hint` the
+    /// first fragment ending after `user_key`.
+    pub fn max_covering_seq_from(&self, user_key: &[u8], hint: &mut usize) -> SequenceNumber {
+        /// Steps forward before falling back to a binary search.
+        const MAX_STEPS: usize = 4;
+        let ends_before = |f: &Fragment| f.1.as_slice() <= user_key;
+        let trusted = match hint.checked_sub(1) {
+            None => true,
+            Some(p) => self.fragments.get(p).is_some_and(ends_before),
+        };
+        let mut i = *hint;
+        let mut steps = 0;
+        if trusted {
+            while self.fragments.get(i).is_some_and(ends_before) {
+                i += 1;
+                steps += 1;
+                if steps == MAX_STEPS {
+                    break;
+                }
+            }
+        }
+        if !trusted || steps == MAX_STEPS {
+            i = self.fragments.partition_point(ends_before);
+        }
+        *hint = i;
+        match self.fragments.get(i) {
+            Some(f) if f.0.as_slice() <= user_key => f.2,
+            _ => 0,
+        }
     }
 
     /// The largest sequence `<= snapshot` of a tombstone covering

@@ -177,3 +177,32 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    /// The hinted lookup equals the binary search for every hint: one
+    /// carried along ascending keys (a forward scan), one carried along
+    /// keys in no order (seeks, backward steps), and arbitrary ones.
+    #[test]
+    fn hinted_lookup_matches_binary_search(
+        list in proptest::collection::vec((arb_key(), arb_key(), 1u64..12), 0..12),
+        start in 0usize..40,
+    ) {
+        let r = RangeTombstones::new_unfiltered(list);
+        let mut sorted = probes();
+        sorted.sort();
+        let mut hint = start;
+        for k in &sorted {
+            prop_assert_eq!(r.max_covering_seq_from(k, &mut hint), r.max_covering_seq(k));
+        }
+        let mut hint = start;
+        for k in probes().iter().rev() {
+            prop_assert_eq!(r.max_covering_seq_from(k, &mut hint), r.max_covering_seq(k));
+        }
+        for (i, k) in probes().iter().enumerate() {
+            let mut hint = (start + i) % 30;
+            prop_assert_eq!(r.max_covering_seq_from(k, &mut hint), r.max_covering_seq(k));
+        }
+    }
+}
