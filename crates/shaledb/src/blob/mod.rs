@@ -6,6 +6,7 @@
 //! - `writer.rs`: the active value file, appended by the group-commit leader.
 //! - `reader.rs`: point reads of a value and record scans.
 //! - `gc.rs`: garbage collection (rewrite live records, re-point keys).
+//! - `dead.rs`: dead bytes per file, counted by compaction (`BLOBDEAD`).
 //!
 //! Lifetime of a value file: readers (gets, iterators) clone the current
 //! [`FileSet`] before and after they read the visible sequence
@@ -15,6 +16,7 @@
 //! write exists; the file itself is unlinked when the last `Arc` of its
 //! [`BlobFile`] (held by file sets of in-flight readers) drops.
 
+pub(crate) mod dead;
 pub(crate) mod format;
 pub(crate) mod gc;
 pub(crate) mod reader;
@@ -145,6 +147,9 @@ pub(crate) struct BlobStore {
     retired: Mutex<Vec<(u64, Arc<BlobFile>)>>,
     /// Serializes garbage collection runs.
     gc_lock: Mutex<()>,
+    /// Dead record bytes per file (compaction's count, persisted in
+    /// `BLOBDEAD`; see dead.rs for why it only errs high).
+    dead: Mutex<dead::DeadCounts>,
     pub counters: BlobCounters,
 }
 
@@ -176,6 +181,7 @@ impl BlobStore {
             set.insert(n, Arc::new(f));
         }
         let next = numbers.last().map_or(1, |n| n + 1);
+        let dead = BlobStore::load_dead(&fs, dir, &numbers)?;
         Ok(BlobStore {
             fs,
             dir: dir.to_path_buf(),
@@ -189,6 +195,7 @@ impl BlobStore {
             next_number: AtomicU64::new(next),
             retired: Mutex::new(Vec::new()),
             gc_lock: Mutex::new(()),
+            dead: Mutex::new(dead),
             counters: BlobCounters::default(),
         })
     }
@@ -257,6 +264,18 @@ impl BlobStore {
     }
 }
 
+/// Persists the dead value bytes merges found, before their version edit
+/// is logged (dead.rs: the count may err high, never low).
+pub(crate) fn note_dead<'a>(
+    inner: &crate::db::DbInner,
+    results: impl Iterator<Item = &'a crate::compaction::MergeResult>,
+) -> Result<()> {
+    match inner.blobs.as_ref() {
+        Some(store) => store.add_dead(results.map(|r| &r.blob_dead)),
+        None => Ok(()),
+    }
+}
+
 /// The `shale.blob-*` properties (`None` for other names).
 ///
 /// - `shale.blob-file-count`, `shale.blob-bytes`: value files and their bytes;
@@ -264,7 +283,12 @@ impl BlobStore {
 ///   (scans the keys of every column family, not the values);
 /// - `shale.blob-live-ratio`: live bytes / value-file bytes (1.000 if none);
 /// - `shale.blob-gc-runs`, `shale.blob-gc-files-rewritten`,
-///   `shale.blob-gc-bytes-rewritten`, `shale.blob-gc-files-deleted`.
+///   `shale.blob-gc-bytes-rewritten`, `shale.blob-gc-files-deleted`;
+/// - `shale.blob-dead-bytes`: dead record bytes counted by compaction
+///   (cheap, no scan; files counted [`dead::UNREFERENCED`] count whole);
+/// - `shale.blob-space-amp`: value-file bytes / (value-file bytes - dead
+///   bytes), from that count (1.000 if none);
+/// - `shale.blob-files`: one line per file, "number bytes dead live-ratio".
 pub(crate) fn property(inner: &Arc<crate::db::DbInner>, name: &str) -> Option<String> {
     let name = name.strip_prefix("shale.blob-")?;
     let store = inner.blobs.as_ref();
@@ -285,12 +309,54 @@ pub(crate) fn property(inner: &Arc<crate::db::DbInner>, name: &str) -> Option<St
             };
             format!("{ratio:.3}")
         }
+        "dead-bytes" => counted(store).1.to_string(),
+        "space-amp" => {
+            let (bytes, dead) = counted(store);
+            format!("{:.3}", space_amp(bytes, dead))
+        }
+        "files" => store.map_or_else(String::new, |s| {
+            s.estimates()
+                .iter()
+                .map(|e| {
+                    format!(
+                        "{} {} {} {:.3}\n",
+                        e.number,
+                        e.bytes,
+                        e.dead.min(e.record_bytes),
+                        e.live_ratio
+                    )
+                })
+                .collect()
+        }),
         "gc-runs" => ld(|c| &c.gc_runs).to_string(),
         "gc-files-rewritten" => ld(|c| &c.gc_files_rewritten).to_string(),
         "gc-bytes-rewritten" => ld(|c| &c.gc_bytes_rewritten).to_string(),
         "gc-files-deleted" => ld(|c| &c.gc_files_deleted).to_string(),
         _ => return None,
     })
+}
+
+/// (value-file bytes, counted dead bytes) over the current files.
+fn counted(store: Option<&Arc<BlobStore>>) -> (u64, u64) {
+    store.map_or((0, 0), |s| {
+        s.estimates().iter().fold((0, 0), |(b, d), e| {
+            (b + e.bytes, d + e.dead.min(e.record_bytes))
+        })
+    })
+}
+
+/// Bytes on disk per live byte (1.0 with nothing on disk).
+fn space_amp(bytes: u64, dead: u64) -> f64 {
+    let live = bytes.saturating_sub(dead);
+    if live == 0 {
+        if bytes == 0 {
+            1.0
+        } else {
+            f64::INFINITY
+        }
+    } else {
+        bytes as f64 / live as f64
+    }
 }
 
 /// Sum of the value lengths of the newest BlobIndex entries of all keys.
@@ -317,9 +383,19 @@ fn live_bytes(inner: &Arc<crate::db::DbInner>) -> Result<u64> {
 pub(crate) fn stats_line(inner: &crate::db::DbInner) -> Option<String> {
     let s = inner.blobs.as_ref()?;
     let (files, bytes) = s.usage();
+    let (_, dead) = counted(Some(s));
     let c = &s.counters;
+    let mut worst = s.estimates();
+    worst.sort_by(|a, b| a.live_ratio.total_cmp(&b.live_ratio));
+    let worst: Vec<String> = worst
+        .iter()
+        .take(4)
+        .map(|e| format!("{}: {:.3}", e.number, e.live_ratio))
+        .collect();
     Some(format!(
-        "value files: {files} files, {bytes} bytes; gc: {} runs, {} files rewritten, {} bytes rewritten, {} files deleted",
+        "value files: {files} files, {bytes} bytes, {dead} counted dead, space amplification {:.3}; lowest live ratios [{}]; gc: {} runs, {} files rewritten, {} bytes rewritten, {} files deleted",
+        space_amp(bytes, dead),
+        worst.join(", "),
         c.gc_runs.load(Ordering::Relaxed),
         c.gc_files_rewritten.load(Ordering::Relaxed),
         c.gc_bytes_rewritten.load(Ordering::Relaxed),

@@ -97,6 +97,9 @@ pub struct Options {
     pub blob_gc_live_ratio: f64,
     /// Milliseconds between background GC passes.
     pub blob_gc_interval_ms: u64,
+    /// Pace of background GC: bytes of value files read per second
+    /// (0 = unpaced). The explicit call is never paced. 64 MiB/s by default.
+    pub blob_gc_bytes_per_sec: u64,
 }
 
 impl Default for Options {
@@ -137,6 +140,7 @@ impl Default for Options {
             blob_direct_reads: false,
             blob_gc_live_ratio: 0.0,
             blob_gc_interval_ms: 10_000,
+            blob_gc_bytes_per_sec: 64 << 20,
         }
     }
 }
@@ -155,6 +159,7 @@ impl std::fmt::Debug for Options {
             .field("blob_direct_reads", &self.blob_direct_reads)
             .field("blob_gc_live_ratio", &self.blob_gc_live_ratio)
             .field("blob_gc_interval_ms", &self.blob_gc_interval_ms)
+            .field("blob_gc_bytes_per_sec", &self.blob_gc_bytes_per_sec)
             .finish_non_exhaustive()
     }
 }
