@@ -22,6 +22,7 @@ pub(crate) mod gc;
 pub(crate) mod reader;
 pub(crate) mod writer;
 
+use crate::cache::BlockCache;
 use crate::env::{FileSystem, RandomAccessFile};
 use crate::error::Result;
 use parking_lot::{Mutex, RwLock};
@@ -44,6 +45,8 @@ pub(crate) struct BlobFile {
     /// Rewritten by GC: unlink when the last handle drops.
     obsolete: AtomicBool,
     fs: Arc<dyn FileSystem>,
+    /// The store's value cache (`Options::blob_cache_size`), if any.
+    pub cache: Option<Arc<BlockCache>>,
 }
 
 impl BlobFile {
@@ -52,7 +55,7 @@ impl BlobFile {
         dir: &Path,
         number: u64,
         (bytes, sealed): (u64, bool),
-        direct_reads: bool,
+        (direct_reads, cache): (bool, &Option<Arc<BlockCache>>),
     ) -> Result<Self> {
         let path = format::blob_path(dir, number);
         let file = if direct_reads {
@@ -68,6 +71,7 @@ impl BlobFile {
             sealed: AtomicBool::new(sealed),
             obsolete: AtomicBool::new(false),
             fs: fs.clone(),
+            cache: cache.clone(),
         })
     }
 }
@@ -136,6 +140,8 @@ pub(crate) struct BlobStore {
     direct: bool,
     /// Values are read with `O_DIRECT` where supported (GC scans are not).
     direct_reads: bool,
+    /// Cache of values by (file, offset) (`Options::blob_cache_size`).
+    cache: Option<Arc<BlockCache>>,
     files: RwLock<Arc<FileSet>>,
     /// The file the group-commit leader appends to (created lazily).
     active: Mutex<Option<writer::ActiveFile>>,
@@ -164,7 +170,9 @@ impl BlobStore {
         file_size: u64,
         direct: bool,
         direct_reads: bool,
+        cache_size: usize,
     ) -> Result<BlobStore> {
+        let cache = (cache_size > 0).then(|| BlockCache::new(cache_size));
         let mut numbers: Vec<u64> = fs
             .list_dir(dir)?
             .iter()
@@ -177,7 +185,7 @@ impl BlobStore {
             // A file emptied by the cut stays (a WAL record pointing into
             // it is then found torn by recovery); GC removes it later.
             let size = fs.file_size(&format::blob_path(dir, n))?;
-            let f = BlobFile::new(&fs, dir, n, (size, true), direct_reads)?;
+            let f = BlobFile::new(&fs, dir, n, (size, true), (direct_reads, &cache))?;
             set.insert(n, Arc::new(f));
         }
         let next = numbers.last().map_or(1, |n| n + 1);
@@ -189,6 +197,7 @@ impl BlobStore {
             file_size,
             direct,
             direct_reads,
+            cache,
             files: RwLock::new(Arc::new(set)),
             active: Mutex::new(None),
             unsynced: Mutex::new(Vec::new()),
@@ -284,6 +293,8 @@ pub(crate) fn note_dead<'a>(
 /// - `shale.blob-live-ratio`: live bytes / value-file bytes (1.000 if none);
 /// - `shale.blob-gc-runs`, `shale.blob-gc-files-rewritten`,
 ///   `shale.blob-gc-bytes-rewritten`, `shale.blob-gc-files-deleted`;
+/// - `shale.blob-cache-hits`, `shale.blob-cache-misses`,
+///   `shale.blob-cache-usage`: the value cache (0 without one);
 /// - `shale.blob-dead-bytes`: dead record bytes counted by compaction
 ///   (cheap, no scan; files counted [`dead::UNREFERENCED`] count whole);
 /// - `shale.blob-space-amp`: value-file bytes / (value-file bytes - dead
@@ -308,6 +319,18 @@ pub(crate) fn property(inner: &Arc<crate::db::DbInner>, name: &str) -> Option<St
                 live as f64 / bytes as f64
             };
             format!("{ratio:.3}")
+        }
+        "cache-hits" | "cache-misses" | "cache-usage" => {
+            let st = store
+                .and_then(|s| s.cache.as_ref())
+                .map(|c| c.stats())
+                .unwrap_or_default();
+            match name {
+                "cache-hits" => st.hits,
+                "cache-misses" => st.misses,
+                _ => st.usage_bytes,
+            }
+            .to_string()
         }
         "dead-bytes" => counted(store).1.to_string(),
         "space-amp" => {

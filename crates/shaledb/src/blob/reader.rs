@@ -3,8 +3,10 @@
 
 use super::format::{self, BlobIndex, RecordHeader, FOOTER_LEN, HEADER_LEN, RECORD_HEADER_LEN};
 use super::{BlobFile, FileSet, FileView};
+use crate::cache::CacheKey;
 use crate::env::{FileSystem, RandomAccessFile};
 use crate::error::{Error, Result};
+use crate::extent::Block;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -53,8 +55,28 @@ pub(crate) fn record_in_bounds(files: &FileSet, key: &[u8], index: &[u8]) -> boo
         .is_some_and(|end| end <= file.bytes.load(std::sync::atomic::Ordering::Acquire))
 }
 
+/// The value cache holds `key || value` of checked records under (file
+/// number, record offset): value files are immutable and their numbers are
+/// never reused, so an entry is never stale; the key is compared again on
+/// a hit, so a BlobIndex pointing at another key's record still fails.
+fn cache_key(file: &BlobFile, idx: &BlobIndex) -> CacheKey {
+    CacheKey {
+        extent_id: file.number,
+        offset: idx.offset,
+    }
+}
+
 fn read_in_file(file: &BlobFile, key: &[u8], idx: &BlobIndex) -> Result<Vec<u8>> {
     let bad = |reason: &str| Error::corruption(&file.path, idx.offset, reason.to_string());
+    if let Some(cache) = &file.cache {
+        if let Some(hit) = cache.get(cache_key(file, idx)) {
+            let c = hit.contents();
+            if c.len() as u64 == key.len() as u64 + idx.value_len && c.starts_with(key) {
+                return Ok(c.get(key.len()..).unwrap_or_default().to_vec());
+            }
+            return Err(bad("record holds another key"));
+        }
+    }
     let len = idx
         .record_len(key.len())
         .ok_or_else(|| bad("BlobIndex length overflows"))?;
@@ -77,6 +99,10 @@ fn read_in_file(file: &BlobFile, key: &[u8], idx: &BlobIndex) -> Result<Vec<u8>>
     }
     let start = RECORD_HEADER_LEN + key.len();
     buf.truncate(start + rec.value.len());
+    if let Some(cache) = &file.cache {
+        let entry = buf.get(RECORD_HEADER_LEN..).unwrap_or_default().to_vec();
+        cache.insert(cache_key(file, idx), Arc::new(Block::raw(entry)));
+    }
     buf.drain(..start);
     Ok(buf)
 }

@@ -54,7 +54,7 @@ impl BlobStore {
             &self.dir,
             number,
             (HEADER_LEN as u64, false),
-            self.direct_reads,
+            (self.direct_reads, &self.cache),
         )?);
         Ok(NewFile {
             w,
