@@ -198,6 +198,44 @@ impl BlobStore {
         self.persist(&dead)
     }
 
+    /// The count of `file` now (0 if none).
+    pub(crate) fn dead_of(&self, file: u64) -> u64 {
+        self.dead.lock().get(&file).copied().unwrap_or(0)
+    }
+
+    /// Replaces the count of `file` by what a pass measured, plus what
+    /// merges added since the pass began with the count at `base` (they may
+    /// have dropped records the pass saw live; one it saw dead is then
+    /// counted twice, which errs high). Adds to an [`UNREFERENCED`] count
+    /// saturate and are lost; only a file counted so at the start of the
+    /// pass (after a crash) can miss them.
+    pub(crate) fn set_measured(&self, file: u64, measured: u64, base: u64) -> Result<()> {
+        let mut dead = self.dead.lock();
+        let now = dead.get(&file).copied().unwrap_or(0);
+        let extra = if now == UNREFERENCED {
+            0
+        } else {
+            now.saturating_sub(base)
+        };
+        dead.insert(file, measured.saturating_add(extra));
+        self.persist(&dead)
+    }
+
+    /// Settles the count of a GC output after its re-point write:
+    /// `count` runs with the counts locked, so a merge that drops one of
+    /// its records meanwhile waits and then adds to the settled count
+    /// (while it is [`UNREFERENCED`] an add is lost in the saturation).
+    pub(crate) fn settle_output(
+        &self,
+        file: u64,
+        count: impl FnOnce() -> Result<u64>,
+    ) -> Result<()> {
+        let mut dead = self.dead.lock();
+        let c = count()?;
+        dead.insert(file, c);
+        self.persist(&dead)
+    }
+
     /// Forgets the counts of files neither in the current set nor on disk
     /// (unlinked after GC). Called at the start of a GC pass, when no GC
     /// output is in progress (an output is counted before it is created).

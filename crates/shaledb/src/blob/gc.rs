@@ -21,7 +21,8 @@
 //!    leader filters (only keys whose newest entry is still the old
 //!    BlobIndex); a crash before it is durable leaves `F` referenced and
 //!    `G` counted dead. Then `G`'s count becomes the bytes of the records
-//!    whose re-point was skipped (a newer write won);
+//!    whose key no longer points at them (a newer write won the re-point,
+//!    or came after it), settled with the counts locked (dead.rs);
 //! 3. `F` is counted [`UNREFERENCED`] and retired with `gc_seq` = the last
 //!    allocated sequence: it leaves the current file set once every sequence
 //!    up to `gc_seq` is visible and no snapshot older than `gc_seq` lives,
@@ -213,16 +214,18 @@ fn run(inner: &Arc<DbInner>, ratio: f64, pick: Pick, limiter: &mut Limiter) -> R
     for (est, f) in candidates {
         stats.files_scanned += 1;
         let eager = est < ratio;
+        let base = store.dead_of(f.number);
         let m = if eager {
-            rewrite(inner, store, &f, ratio, limiter, &mut stats)?
+            rewrite(inner, store, &f, (ratio, base), limiter, &mut stats)?
         } else {
             let m = measure(inner, store, &f, limiter)?;
             match m {
                 Some((live, total)) if (live as f64) < ratio * total as f64 || total == 0 => {
-                    rewrite(inner, store, &f, ratio, limiter, &mut stats)?
+                    let base = store.dead_of(f.number);
+                    rewrite(inner, store, &f, (ratio, base), limiter, &mut stats)?
                 }
                 Some((live, total)) => {
-                    store.set_dead(f.number, Some(total - live))?;
+                    store.set_measured(f.number, total - live, base)?;
                     m
                 }
                 None => {
@@ -352,7 +355,7 @@ fn rewrite(
     inner: &Arc<DbInner>,
     store: &BlobStore,
     f: &Arc<BlobFile>,
-    ratio: f64,
+    (ratio, base): (f64, u64),
     limiter: &mut Limiter,
     stats: &mut BlobGcStats,
 ) -> Result<Option<(u64, u64)>> {
@@ -404,7 +407,7 @@ fn rewrite(
         return Ok(None);
     }
     if !copying {
-        store.set_dead(f.number, Some(total - live))?;
+        store.set_measured(f.number, total - live, base)?;
         return Ok(Some((live, total)));
     }
     if let Some(o) = out {
@@ -453,18 +456,23 @@ fn install(
         .map(|r| (r.cf, r.key.clone(), r.new))
         .collect();
     crate::db::write::write_repoints(inner, o.repoints)?;
-    let mut skipped = 0u64;
-    for (cf, key, new) in checks {
-        let pointed = matches!(
-            crate::db::read::latest_raw(inner, cf, &key)?,
-            Some((ValueKind::BlobIndex, v)) if v.as_slice() == new
-        );
-        if !pointed {
-            let len = BlobIndex::decode(&new).map_or(0, |i| i.value_len);
-            skipped += RECORD_OVERHEAD as u64 + key.len() as u64 + len;
+    // Dead in the output: records whose re-point a newer write pre-empted,
+    // and records re-pointed but overwritten since (a merge may count
+    // those again later: high, not low).
+    store.settle_output(number, || {
+        let mut dead = 0u64;
+        for (cf, key, new) in checks {
+            let pointed = matches!(
+                crate::db::read::latest_raw(inner, cf, &key)?,
+                Some((ValueKind::BlobIndex, v)) if v.as_slice() == new
+            );
+            if !pointed {
+                let len = BlobIndex::decode(&new).map_or(0, |i| i.value_len);
+                dead += RECORD_OVERHEAD as u64 + key.len() as u64 + len;
+            }
         }
-    }
-    store.set_dead(number, Some(skipped))
+        Ok(dead)
+    })
 }
 
 /// The background GC thread (`Options::blob_gc_live_ratio` > 0): every
