@@ -6,6 +6,7 @@
 //! - `writer.rs`: the active value file, appended by the group-commit leader.
 //! - `reader.rs`: point reads of a value and record scans.
 //! - `gc.rs`: garbage collection (rewrite live records, re-point keys).
+//! - `cache.rs`: the value cache with single-flight reads.
 //! - `dead.rs`: dead bytes per file, counted by compaction (`BLOBDEAD`).
 //!
 //! Lifetime of a value file: readers (gets, iterators) clone the current
@@ -16,13 +17,13 @@
 //! write exists; the file itself is unlinked when the last `Arc` of its
 //! [`BlobFile`] (held by file sets of in-flight readers) drops.
 
+pub(crate) mod cache;
 pub(crate) mod dead;
 pub(crate) mod format;
 pub(crate) mod gc;
 pub(crate) mod reader;
 pub(crate) mod writer;
 
-use crate::cache::BlockCache;
 use crate::env::{FileSystem, RandomAccessFile};
 use crate::error::Result;
 use parking_lot::{Mutex, RwLock};
@@ -46,7 +47,7 @@ pub(crate) struct BlobFile {
     obsolete: AtomicBool,
     fs: Arc<dyn FileSystem>,
     /// The store's value cache (`Options::blob_cache_size`), if any.
-    pub cache: Option<Arc<BlockCache>>,
+    pub cache: Option<Arc<cache::ValueCache>>,
 }
 
 impl BlobFile {
@@ -55,7 +56,7 @@ impl BlobFile {
         dir: &Path,
         number: u64,
         (bytes, sealed): (u64, bool),
-        (direct_reads, cache): (bool, &Option<Arc<BlockCache>>),
+        (direct_reads, cache): (bool, &Option<Arc<cache::ValueCache>>),
     ) -> Result<Self> {
         let path = format::blob_path(dir, number);
         let file = if direct_reads {
@@ -141,7 +142,7 @@ pub(crate) struct BlobStore {
     /// Values are read with `O_DIRECT` where supported (GC scans are not).
     direct_reads: bool,
     /// Cache of values by (file, offset) (`Options::blob_cache_size`).
-    cache: Option<Arc<BlockCache>>,
+    cache: Option<Arc<cache::ValueCache>>,
     files: RwLock<Arc<FileSet>>,
     /// The file the group-commit leader appends to (created lazily).
     active: Mutex<Option<writer::ActiveFile>>,
@@ -172,7 +173,7 @@ impl BlobStore {
         direct_reads: bool,
         cache_size: usize,
     ) -> Result<BlobStore> {
-        let cache = (cache_size > 0).then(|| BlockCache::new(cache_size));
+        let cache = (cache_size > 0).then(|| Arc::new(cache::ValueCache::new(cache_size)));
         let mut numbers: Vec<u64> = fs
             .list_dir(dir)?
             .iter()
@@ -321,14 +322,14 @@ pub(crate) fn property(inner: &Arc<crate::db::DbInner>, name: &str) -> Option<St
             format!("{ratio:.3}")
         }
         "cache-hits" | "cache-misses" | "cache-usage" => {
-            let st = store
+            let (hits, misses, usage) = store
                 .and_then(|s| s.cache.as_ref())
                 .map(|c| c.stats())
                 .unwrap_or_default();
             match name {
-                "cache-hits" => st.hits,
-                "cache-misses" => st.misses,
-                _ => st.usage_bytes,
+                "cache-hits" => hits,
+                "cache-misses" => misses,
+                _ => usage,
             }
             .to_string()
         }

@@ -3,10 +3,8 @@
 
 use super::format::{self, BlobIndex, RecordHeader, FOOTER_LEN, HEADER_LEN, RECORD_HEADER_LEN};
 use super::{BlobFile, FileSet, FileView};
-use crate::cache::CacheKey;
 use crate::env::{FileSystem, RandomAccessFile};
 use crate::error::{Error, Result};
-use crate::extent::Block;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -55,28 +53,33 @@ pub(crate) fn record_in_bounds(files: &FileSet, key: &[u8], index: &[u8]) -> boo
         .is_some_and(|end| end <= file.bytes.load(std::sync::atomic::Ordering::Acquire))
 }
 
-/// The value cache holds `key || value` of checked records under (file
-/// number, record offset): value files are immutable and their numbers are
-/// never reused, so an entry is never stale; the key is compared again on
-/// a hit, so a BlobIndex pointing at another key's record still fails.
-fn cache_key(file: &BlobFile, idx: &BlobIndex) -> CacheKey {
-    CacheKey {
-        extent_id: file.number,
-        offset: idx.offset,
+/// With the value cache, the entry of a record is `key || value` of a
+/// record that passed its checks, under (file number, record offset): value
+/// files are immutable and their numbers never reused, so an entry is never
+/// stale; the key and length are compared again on every use, so a
+/// BlobIndex pointing at another key's record still fails.
+fn read_in_file(file: &BlobFile, key: &[u8], idx: &BlobIndex) -> Result<Vec<u8>> {
+    let Some(cache) = &file.cache else {
+        return read_record(file, key, idx).map(|mut kv| {
+            kv.drain(..key.len());
+            kv
+        });
+    };
+    let entry = cache.get_or_read(file.number, idx.offset, || read_record(file, key, idx))?;
+    let c = entry.contents();
+    if c.len() as u64 != key.len() as u64 + idx.value_len || !c.starts_with(key) {
+        return Err(Error::corruption(
+            &file.path,
+            idx.offset,
+            "record holds another key",
+        ));
     }
+    Ok(c.get(key.len()..).unwrap_or_default().to_vec())
 }
 
-fn read_in_file(file: &BlobFile, key: &[u8], idx: &BlobIndex) -> Result<Vec<u8>> {
+/// Reads and checks the record `idx` of `key`: returns `key || value`.
+fn read_record(file: &BlobFile, key: &[u8], idx: &BlobIndex) -> Result<Vec<u8>> {
     let bad = |reason: &str| Error::corruption(&file.path, idx.offset, reason.to_string());
-    if let Some(cache) = &file.cache {
-        if let Some(hit) = cache.get(cache_key(file, idx)) {
-            let c = hit.contents();
-            if c.len() as u64 == key.len() as u64 + idx.value_len && c.starts_with(key) {
-                return Ok(c.get(key.len()..).unwrap_or_default().to_vec());
-            }
-            return Err(bad("record holds another key"));
-        }
-    }
     let len = idx
         .record_len(key.len())
         .ok_or_else(|| bad("BlobIndex length overflows"))?;
@@ -97,13 +100,9 @@ fn read_in_file(file: &BlobFile, key: &[u8], idx: &BlobIndex) -> Result<Vec<u8>>
     if rec.key != key {
         return Err(bad("record holds another key"));
     }
-    let start = RECORD_HEADER_LEN + key.len();
-    buf.truncate(start + rec.value.len());
-    if let Some(cache) = &file.cache {
-        let entry = buf.get(RECORD_HEADER_LEN..).unwrap_or_default().to_vec();
-        cache.insert(cache_key(file, idx), Arc::new(Block::raw(entry)));
-    }
-    buf.drain(..start);
+    let end = RECORD_HEADER_LEN + key.len() + rec.value.len();
+    buf.truncate(end);
+    buf.drain(..RECORD_HEADER_LEN);
     Ok(buf)
 }
 
