@@ -215,7 +215,8 @@ fn background_gc(db: &Db) {
     let (amp, dead) = counted(db);
     println!("counted by compaction: {dead:.0} MB dead, space amplification {amp}");
     let t0 = Instant::now();
-    let (mut last_rewritten, mut last_change, mut runs_at_change) = (0, t0.elapsed(), 0);
+    let (mut last_rewritten, mut last_change, mut runs_at_change) =
+        (0, t0.elapsed(), p("shale.blob-gc-runs"));
     loop {
         std::thread::sleep(std::time::Duration::from_millis(50));
         let (rewritten, runs) = (p("shale.blob-gc-files-rewritten"), p("shale.blob-gc-runs"));
