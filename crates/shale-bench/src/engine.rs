@@ -74,6 +74,8 @@ pub struct EngineOptions {
     pub blob_direct_io: bool,
     /// Values read with O_DIRECT (`--use_direct_reads`, db_bench's name).
     pub direct_reads: bool,
+    /// Bytes of the value cache (`--blob_cache_size`, ShaleDB only).
+    pub blob_cache_size: u64,
 }
 
 /// Options of one write, like RocksDB's `WriteOptions`.

@@ -114,6 +114,8 @@ pub struct Flags {
     pub blob_direct_io: bool,
     /// `--use_direct_reads` (db_bench's name): read values with O_DIRECT (ShaleDB: value files).
     pub use_direct_reads: bool,
+    /// `--blob_cache_size`: bytes of ShaleDB's value cache (0 = none).
+    pub blob_cache_size: u64,
     /// `--drop_caches`: drop the OS page cache between phases of `contest` and before the
     /// reopen of `recover` (when permitted).
     pub drop_caches: bool,
@@ -183,6 +185,7 @@ impl Default for Flags {
             min_blob_size: 0,
             blob_direct_io: false,
             use_direct_reads: false,
+            blob_cache_size: 0,
             recovery_threads: -1,
             isolation: TxnIsolation::Snapshot,
             txn_ops: 4,
@@ -250,6 +253,7 @@ const HELP: &[(&str, &str, &str)] = &[
     ("min_blob_size", "0", "With --enable_blob_files: smallest value stored in a value file"),
     ("blob_direct_io", "false", "ShaleDB: write value files with O_DIRECT (Options::blob_direct_io)"),
     ("use_direct_reads", "false", "ShaleDB: read values from value files with O_DIRECT (Options::blob_direct_reads)"),
+    ("blob_cache_size", "0", "ShaleDB: bytes of the value cache shared by readers (Options::blob_cache_size; 0 = none)"),
     ("drop_caches", "true", "contest, recover: drop the OS page cache (sync; echo 3 > /proc/sys/vm/drop_caches) before read phases and before the timed reopen, when permitted"),
 ];
 
@@ -402,6 +406,7 @@ impl Flags {
             "min_blob_size" => self.min_blob_size = parse_num(name, v)?,
             "blob_direct_io" => self.blob_direct_io = parse_bool(name, v)?,
             "use_direct_reads" => self.use_direct_reads = parse_bool(name, v)?,
+            "blob_cache_size" => self.blob_cache_size = parse_num(name, v)?,
             "allow_concurrent_memtable_write" => {
                 self.allow_concurrent_memtable_write = parse_bool(name, v)?
             }

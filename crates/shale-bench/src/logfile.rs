@@ -198,6 +198,7 @@ mod tests {
             min_blob_size: 0,
             blob_direct_io: false,
             direct_reads: false,
+            blob_cache_size: 0,
         }
     }
 

@@ -48,6 +48,7 @@ pub fn engine_options(flags: &Flags) -> EngineOptions {
         },
         blob_direct_io: flags.blob_direct_io,
         direct_reads: flags.use_direct_reads,
+        blob_cache_size: flags.blob_cache_size,
     }
 }
 

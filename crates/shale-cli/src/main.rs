@@ -75,6 +75,9 @@ struct Cli {
     /// levels are not compressed (docs/architecture.md, "Shape of the tree").
     #[arg(long, default_value = "lz4", value_parser = ["none", "lz4", "zstd"])]
     cold_compression: String,
+    /// Pace of background value-file GC, bytes read per second (0 = unpaced).
+    #[arg(long, default_value_t = 64 << 20)]
+    blob_gc_bytes_per_sec: u64,
     #[command(subcommand)]
     cmd: Cmd,
 }
@@ -196,6 +199,15 @@ fn print_blob_stats(db: &shaledb::Db) {
         p("shale.blob-bytes"),
         p("shale.blob-live-ratio")
     );
+    println!(
+        "value files counted dead by compaction: {} bytes (space amplification {})",
+        p("shale.blob-dead-bytes"),
+        p("shale.blob-space-amp")
+    );
+    print!(
+        "value files (number bytes dead live-ratio):\n{}",
+        p("shale.blob-files")
+    );
 }
 
 fn run(cli: Cli) -> Result<ExitCode, CliError> {
@@ -207,6 +219,7 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
         blob_direct_io: cli.blob_direct_io,
         blob_direct_reads: cli.blob_direct_reads,
         blob_gc_live_ratio: cli.blob_gc_live_ratio,
+        blob_gc_bytes_per_sec: cli.blob_gc_bytes_per_sec,
         ..Options::default()
     };
     if let Some(n) = cli.recovery_threads {

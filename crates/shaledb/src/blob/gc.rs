@@ -1,28 +1,51 @@
 //! Garbage collection of value files (docs/format-blob.md, section 3).
 //!
-//! Steps for one sealed file `F` whose live ratio is below the threshold,
-//! each crash-safe:
-//! 1. copy the live records to a new file `G`; footer, fsync, directory
-//!    fsync (a crash leaves `G` unreferenced: a later GC finds it dead);
-//! 2. re-point the keys with one synced write that the group-commit leader
-//!    filters (only keys whose newest entry is still the old BlobIndex); a
-//!    crash before it is durable leaves `F` referenced and `G` dead;
-//! 3. retire `F` with `gc_seq` = the last allocated sequence: it leaves the
-//!    current file set once every sequence up to `gc_seq` is visible and no
-//!    snapshot older than `gc_seq` lives, and is unlinked when the last
-//!    reader holding it drops (a crash before that leaves `F` on disk with
-//!    no live record: a later GC deletes it).
+//! Which files: the background pass takes the sealed files whose live
+//! ratio by compaction's dead-byte count (dead.rs) is below the threshold,
+//! lowest first, and reads each once, copying its live records as it goes.
+//! [`crate::Db::collect_blob_garbage`] looks at every sealed file: one the
+//! count already flags is read once the same way; any other is first
+//! measured by a read-only pass (the count misses versions that compaction
+//! has not dropped yet) and rewritten only if that pass finds it below the
+//! threshold.
+//!
+//! Steps for one file `F`, each crash-safe:
+//! 1. the output `G` is counted all dead ([`UNREFERENCED`], persisted) and
+//!    only then created; live records are copied to it; footer, fsync,
+//!    directory fsync. A crash leaves `G` counted dead and unreferenced: a
+//!    later pass finds nothing live in it and removes it. If the live bytes
+//!    read reach the threshold share of `F` (the count was high), `G` is
+//!    deleted, the pass goes on read-only and `F`'s count becomes the
+//!    measured one;
+//! 2. the keys are re-pointed by one synced write that the group-commit
+//!    leader filters (only keys whose newest entry is still the old
+//!    BlobIndex); a crash before it is durable leaves `F` referenced and
+//!    `G` counted dead. Then `G`'s count becomes the bytes of the records
+//!    whose key no longer points at them (a newer write won the re-point,
+//!    or came after it), settled with the counts locked (dead.rs);
+//! 3. `F` is counted [`UNREFERENCED`] and retired with `gc_seq` = the last
+//!    allocated sequence: it leaves the current file set once every sequence
+//!    up to `gc_seq` is visible and no snapshot older than `gc_seq` lives,
+//!    and is unlinked when the last reader holding it drops (a crash before
+//!    that leaves `F` on disk, counted dead, with no live record: a later
+//!    pass removes it).
+//!
+//! The background pass is rate-limited (`Options::blob_gc_bytes_per_sec`,
+//! bytes of `F` read), sleeping in short steps so that shutdown is prompt.
 
-use super::format::{BlobIndex, HEADER_LEN};
-use super::reader::{scan, ScanEnd};
+use super::dead::{record_bytes, UNREFERENCED};
+use super::format::{encode_record, BlobIndex, HEADER_LEN, RECORD_OVERHEAD};
+use super::reader::{scan, ScanEnd, ScannedRecord};
+use super::writer::NewFile;
 use super::{BlobFile, BlobStore};
 use crate::db::DbInner;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::types::ValueKind;
 use crate::write_batch::{BatchOp, WriteBatch};
 use std::collections::{BTreeSet, HashSet};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// What one [`crate::Db::collect_blob_garbage`] call did.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -39,10 +62,13 @@ pub struct BlobGcStats {
     pub files_deleted: u64,
     /// Rewritten files kept for snapshots older than their re-point write.
     pub files_waiting: u64,
-    /// Live bytes / record bytes over the files scanned (1.0 if none).
+    /// Live bytes / record bytes over the files read whole (1.0 if none).
     pub live_ratio: f64,
     /// Files left alone because a record before their end failed its check.
     pub files_damaged: u64,
+    /// Outputs deleted because the file turned out to be above the
+    /// threshold (its dead-byte count was high).
+    pub rewrites_abandoned: u64,
 }
 
 /// A GC request to the leader: point `key` at `new` if it still points at `old`.
@@ -83,7 +109,76 @@ fn is_live(inner: &DbInner, cf: u32, key: &[u8], file: u64, offset: u64) -> Resu
     })
 }
 
+/// Bytes of a scanned record.
+fn rec_len(r: &ScannedRecord) -> u64 {
+    (RECORD_OVERHEAD + r.key.len() + r.value.len()) as u64
+}
+
+/// Paces a pass to `rate` bytes per second (0 = unpaced). Sleeps in steps
+/// of at most 20 ms and gives up with `Error::Closed` at shutdown.
+pub(crate) struct Limiter {
+    rate: u64,
+    start: Instant,
+    bytes: u64,
+}
+
+impl Limiter {
+    pub fn new(rate: u64) -> Limiter {
+        Limiter {
+            rate,
+            start: Instant::now(),
+            bytes: 0,
+        }
+    }
+
+    /// Accounts `n` bytes, sleeping until they are due; `stop` (shutdown)
+    /// ends the wait with `Error::Closed`.
+    fn take(&mut self, n: u64, stop: &AtomicBool) -> Result<()> {
+        if stop.load(Ordering::Acquire) {
+            return Err(Error::Closed);
+        }
+        if self.rate == 0 {
+            return Ok(());
+        }
+        self.bytes = self.bytes.saturating_add(n);
+        let due = Duration::from_secs_f64(self.bytes as f64 / self.rate as f64);
+        while let Some(wait) = due.checked_sub(self.start.elapsed()) {
+            if wait.is_zero() {
+                break;
+            }
+            if stop.load(Ordering::Acquire) {
+                return Err(Error::Closed);
+            }
+            std::thread::sleep(wait.min(Duration::from_millis(20)));
+        }
+        Ok(())
+    }
+}
+
+/// Which files a pass takes.
+#[derive(Clone, Copy, PartialEq)]
+enum Pick {
+    /// Every sealed file (the explicit call).
+    All,
+    /// Those whose counted live ratio is below the threshold (background).
+    Counted,
+}
+
+/// The explicit call: every sealed file, unpaced.
 pub(crate) fn collect(inner: &Arc<DbInner>, max_live_ratio: f64) -> Result<BlobGcStats> {
+    run(inner, max_live_ratio, Pick::All, &mut Limiter::new(0))
+}
+
+/// One background pass: the files compaction's count flags, paced.
+pub(crate) fn collect_counted(
+    inner: &Arc<DbInner>,
+    max_live_ratio: f64,
+    limiter: &mut Limiter,
+) -> Result<BlobGcStats> {
+    run(inner, max_live_ratio, Pick::Counted, limiter)
+}
+
+fn run(inner: &Arc<DbInner>, ratio: f64, pick: Pick, limiter: &mut Limiter) -> Result<BlobGcStats> {
     let mut stats = BlobGcStats {
         live_ratio: 1.0,
         ..Default::default()
@@ -95,6 +190,7 @@ pub(crate) fn collect(inner: &Arc<DbInner>, max_live_ratio: f64) -> Result<BlobG
     let _gc = store.gc_lock.lock();
     store.counters.gc_runs.fetch_add(1, Ordering::Relaxed);
     stats.files_deleted += release(inner, store) as u64;
+    store.prune_dead();
     let retired: BTreeSet<u64> = store.retired_numbers();
     // Only sealed files: the active file takes appends while GC runs (and
     // may change under it: a sealed flag, once set, stays set). The newest
@@ -104,62 +200,44 @@ pub(crate) fn collect(inner: &Arc<DbInner>, max_live_ratio: f64) -> Result<BlobG
     // records may still name it).
     let files = store.current();
     let newest = files.keys().next_back().copied();
-    let candidates: Vec<Arc<BlobFile>> = files
-        .values()
-        .filter(|f| f.sealed.load(Ordering::Acquire) && Some(f.number) != newest)
-        .filter(|f| !retired.contains(&f.number))
-        .cloned()
+    let mut candidates: Vec<(f64, Arc<BlobFile>)> = store
+        .estimates()
+        .into_iter()
+        .filter(|e| e.sealed && Some(e.number) != newest && !retired.contains(&e.number))
+        .filter(|e| pick == Pick::All || e.live_ratio < ratio)
+        .filter_map(|e| Some((e.live_ratio, files.get(&e.number)?.clone())))
         .collect();
+    if pick == Pick::Counted {
+        candidates.sort_by(|a, b| a.0.total_cmp(&b.0));
+    }
     let (mut live_all, mut total_all) = (0u64, 0u64);
-    for f in candidates {
+    for (est, f) in candidates {
         stats.files_scanned += 1;
-        // Pass 1: live bytes.
-        let (mut live, mut total) = (0u64, 0u64);
-        let file = scan_file(store, &f)?;
-        let end = scan(file.as_ref(), &f.path, |r| {
-            let len = r.value.len() as u64;
-            total += len;
-            if is_live(inner, r.cf, &r.key, f.number, r.offset)? {
-                live += len;
-            }
-            Ok(())
-        })?;
-        // A sealed file ends in its footer or (cut at open) at its last
-        // whole record; a bad record before that is damage. Rewriting would
-        // drop the live records after it: leave the file alone (reads of
-        // the damaged record report it as Corruption).
-        if let ScanEnd::Torn(at) = end {
-            if at < file.len()? {
-                tracing::warn!(
-                    "value file {} damaged at {at}: not collected",
-                    f.path.display()
-                );
-                stats.files_damaged += 1;
-                continue;
-            }
-        }
-        live_all += live;
-        total_all += total;
-        let ratio = if total == 0 {
-            0.0
+        let eager = est < ratio;
+        let base = store.dead_of(f.number);
+        let m = if eager {
+            rewrite(inner, store, &f, (ratio, base), limiter, &mut stats)?
         } else {
-            live as f64 / total as f64
+            let m = measure(inner, store, &f, limiter)?;
+            match m {
+                Some((live, total)) if (live as f64) < ratio * total as f64 || total == 0 => {
+                    let base = store.dead_of(f.number);
+                    rewrite(inner, store, &f, (ratio, base), limiter, &mut stats)?
+                }
+                Some((live, total)) => {
+                    store.set_measured(f.number, total - live, base)?;
+                    m
+                }
+                None => {
+                    stats.files_damaged += 1;
+                    None
+                }
+            }
         };
-        if ratio >= max_live_ratio {
-            continue;
+        if let Some((live, total)) = m {
+            live_all += live;
+            total_all += total;
         }
-        if live > 0 {
-            rewrite(inner, store, &f, &mut stats)?;
-        }
-        stats.files_rewritten += 1;
-        store
-            .counters
-            .gc_files_rewritten
-            .fetch_add(1, Ordering::Relaxed);
-        // Every write that made a record dead has a sequence at or below
-        // the last allocated one.
-        let gc_seq = inner.wal.lock().last_sequence;
-        store.retire(gc_seq, f);
     }
     stats.files_deleted += release(inner, store) as u64;
     stats.files_waiting = store.retired_numbers().len() as u64;
@@ -169,99 +247,269 @@ pub(crate) fn collect(inner: &Arc<DbInner>, max_live_ratio: f64) -> Result<BlobG
     Ok(stats)
 }
 
-/// Copies the live records of `f` to a new sealed file and re-points them.
+/// A sealed file ends in its footer or (cut at open) at its last whole
+/// record; a bad record before that is damage. Rewriting would drop the
+/// live records after it: such a file is left alone (reads of the damaged
+/// record report it as Corruption).
+fn damaged(end: &ScanEnd, size: u64, f: &BlobFile) -> bool {
+    match end {
+        ScanEnd::Torn(at) if *at < size => {
+            tracing::warn!(
+                "value file {} damaged at {at}: not collected",
+                f.path.display()
+            );
+            true
+        }
+        _ => false,
+    }
+}
+
+/// Read-only pass: (live, total) record bytes of `f`, `None` if damaged.
+fn measure(
+    inner: &DbInner,
+    store: &BlobStore,
+    f: &BlobFile,
+    limiter: &mut Limiter,
+) -> Result<Option<(u64, u64)>> {
+    let (mut live, mut total) = (0u64, 0u64);
+    let file = scan_file(store, f)?;
+    let end = scan(file.as_ref(), &f.path, |r| {
+        let len = rec_len(&r);
+        limiter.take(len, &inner.shutting_down)?;
+        total += len;
+        if is_live(inner, r.cf, &r.key, f.number, r.offset)? {
+            live += len;
+        }
+        Ok(())
+    })?;
+    if damaged(&end, file.len()?, f) {
+        return Ok(None);
+    }
+    Ok(Some((live, total)))
+}
+
+/// The output of a rewrite in progress.
+struct Output {
+    new: NewFile,
+    buf: Vec<u8>,
+    /// File offset of `buf`'s first byte.
+    pos: u64,
+    repoints: Vec<Repoint>,
+}
+
+impl Output {
+    fn start(store: &BlobStore) -> Result<Output> {
+        let number = store.new_number();
+        // Counted dead before it exists: a crash leaves no uncounted file.
+        store.set_dead(number, Some(UNREFERENCED))?;
+        Ok(Output {
+            new: store.create_numbered(number)?,
+            buf: Vec::new(),
+            pos: HEADER_LEN as u64,
+            repoints: Vec::new(),
+        })
+    }
+
+    fn push(&mut self, from: u64, r: &ScannedRecord) -> Result<()> {
+        let len = r.value.len() as u64;
+        let old = BlobIndex {
+            file: from,
+            offset: r.offset,
+            value_len: len,
+        };
+        let new = BlobIndex {
+            file: self.new.handle.number,
+            offset: self.pos + self.buf.len() as u64,
+            value_len: len,
+        };
+        encode_record(&mut self.buf, r.cf, &r.key, &r.value);
+        self.new.records += 1;
+        self.repoints.push(Repoint {
+            cf: r.cf,
+            key: r.key.clone(),
+            old: old.encode(),
+            new: new.encode(),
+        });
+        if self.buf.len() >= 1 << 20 {
+            self.new.w.append(&self.buf)?;
+            self.new.w.flush()?;
+            self.pos += self.buf.len() as u64;
+            self.buf.clear();
+        }
+        Ok(())
+    }
+
+    /// Deletes the output (never referenced) and forgets its count.
+    fn abandon(self, store: &BlobStore) -> Result<()> {
+        let NewFile { w, handle, .. } = self.new;
+        drop(w);
+        store.fs.remove_file(&handle.path)?;
+        store.set_dead(handle.number, None)
+    }
+}
+
+/// One pass over `f` that copies its live records while they stay below
+/// the threshold share of the file; then re-points and retires `f`.
+/// Returns the measured (live, total) record bytes, `None` if damaged.
 fn rewrite(
     inner: &Arc<DbInner>,
     store: &BlobStore,
     f: &Arc<BlobFile>,
+    (ratio, base): (f64, u64),
+    limiter: &mut Limiter,
     stats: &mut BlobGcStats,
-) -> Result<()> {
-    let bytes_before = stats.bytes_rewritten;
-    let mut out = store.create_file()?;
-    let number = out.handle.number;
-    let mut repoints = Vec::new();
-    let mut buf = Vec::new();
-    let mut pos = HEADER_LEN as u64;
-    let end = scan(scan_file(store, f)?.as_ref(), &f.path, |r| {
+) -> Result<Option<(u64, u64)>> {
+    let file = scan_file(store, f)?;
+    let size = file.len()?;
+    let budget = ratio * record_bytes(size, true) as f64;
+    let (mut live, mut total) = (0u64, 0u64);
+    let mut out: Option<Output> = None;
+    let mut copying = true;
+    let mut abandoned = None;
+    let scanned = scan(file.as_ref(), &f.path, |r| {
+        let len = rec_len(&r);
+        limiter.take(len, &inner.shutting_down)?;
+        total += len;
         if !is_live(inner, r.cf, &r.key, f.number, r.offset)? {
             return Ok(());
         }
-        let old = BlobIndex {
-            file: f.number,
-            offset: r.offset,
-            value_len: r.value.len() as u64,
-        };
-        let new = BlobIndex {
-            file: number,
-            offset: pos + buf.len() as u64,
-            value_len: r.value.len() as u64,
-        };
-        super::format::encode_record(&mut buf, r.cf, &r.key, &r.value);
-        out.records += 1;
-        stats.records_rewritten += 1;
-        stats.bytes_rewritten += r.value.len() as u64;
-        repoints.push(Repoint {
-            cf: r.cf,
-            key: r.key,
-            old: old.encode(),
-            new: new.encode(),
-        });
-        if buf.len() >= 1 << 20 {
-            out.w.append(&buf)?;
-            out.w.flush()?;
-            pos += buf.len() as u64;
-            buf.clear();
+        live += len;
+        if copying && live as f64 >= budget {
+            copying = false;
+            abandoned = out.take();
+        }
+        if copying {
+            let o = match out.as_mut() {
+                Some(o) => o,
+                None => out.insert(Output::start(store)?),
+            };
+            o.push(f.number, &r)?;
         }
         Ok(())
-    })?;
-    if let ScanEnd::Torn(at) = end {
-        tracing::warn!(
-            "value file {} ends without a footer at {at}",
-            f.path.display()
-        );
+    });
+    if let Some(a) = abandoned {
+        stats.rewrites_abandoned += 1;
+        a.abandon(store)?;
     }
-    out.w.append(&buf)?;
-    store.seal_file(&mut out)?;
-    store.add_file(out.handle.clone());
+    let end = match scanned {
+        Ok(end) => end,
+        Err(e) => {
+            if let Some(o) = out {
+                o.abandon(store)?;
+            }
+            return Err(e);
+        }
+    };
+    if damaged(&end, size, f) {
+        if let Some(o) = out {
+            o.abandon(store)?;
+        }
+        return Ok(None);
+    }
+    if !copying {
+        store.set_measured(f.number, total - live, base)?;
+        return Ok(Some((live, total)));
+    }
+    if let Some(o) = out {
+        install(inner, store, o, stats)?;
+    }
+    stats.files_rewritten += 1;
+    store
+        .counters
+        .gc_files_rewritten
+        .fetch_add(1, Ordering::Relaxed);
+    // Every write that made a record dead has a sequence at or below the
+    // last allocated one.
+    let gc_seq = inner.wal.lock().last_sequence;
+    store.set_dead(f.number, Some(UNREFERENCED))?;
+    store.retire(gc_seq, f.clone());
+    Ok(Some((live, total)))
+}
+
+/// Seals the output, publishes it, re-points the keys, and counts the
+/// records whose re-point was skipped as dead.
+fn install(
+    inner: &Arc<DbInner>,
+    store: &BlobStore,
+    mut o: Output,
+    stats: &mut BlobGcStats,
+) -> Result<()> {
+    o.new.w.append(&o.buf)?;
+    store.seal_file(&mut o.new)?;
+    store.add_file(o.new.handle.clone());
+    let copied: u64 = o
+        .repoints
+        .iter()
+        .filter_map(|r| BlobIndex::decode(&r.new))
+        .map(|i| i.value_len)
+        .sum();
+    stats.records_rewritten += o.repoints.len() as u64;
+    stats.bytes_rewritten += copied;
     store
         .counters
         .gc_bytes_rewritten
-        .fetch_add(stats.bytes_rewritten - bytes_before, Ordering::Relaxed);
-    crate::db::write::write_repoints(inner, repoints)
+        .fetch_add(copied, Ordering::Relaxed);
+    let number = o.new.handle.number;
+    let checks: Vec<(u32, Vec<u8>, [u8; 24])> = o
+        .repoints
+        .iter()
+        .map(|r| (r.cf, r.key.clone(), r.new))
+        .collect();
+    crate::db::write::write_repoints(inner, o.repoints)?;
+    // Dead in the output: records whose re-point a newer write pre-empted,
+    // and records re-pointed but overwritten since (a merge may count
+    // those again later: high, not low).
+    store.settle_output(number, || {
+        let mut dead = 0u64;
+        for (cf, key, new) in checks {
+            let pointed = matches!(
+                crate::db::read::latest_raw(inner, cf, &key)?,
+                Some((ValueKind::BlobIndex, v)) if v.as_slice() == new
+            );
+            if !pointed {
+                let len = BlobIndex::decode(&new).map_or(0, |i| i.value_len);
+                dead += RECORD_OVERHEAD as u64 + key.len() as u64 + len;
+            }
+        }
+        Ok(dead)
+    })
 }
 
 /// The background GC thread (`Options::blob_gc_live_ratio` > 0): every
-/// `interval`, one [`collect`] pass at that ratio; it also releases files
-/// kept for snapshots that have ended since. Exits at shutdown.
+/// `interval`, one [`collect_counted`] pass at that ratio, paced to
+/// `Options::blob_gc_bytes_per_sec`; it also releases files kept for
+/// snapshots that have ended since. Exits at shutdown (a pass in progress
+/// stops at its next record and deletes its unreferenced output).
 pub(crate) fn spawn_background(
     inner: &Arc<DbInner>,
     ratio: f64,
-    interval: std::time::Duration,
+    interval: Duration,
 ) -> Result<std::thread::JoinHandle<()>> {
     let inner = inner.clone();
     std::thread::Builder::new()
         .name("shale-blob-gc".to_owned())
         .spawn(move || {
-            let mut next = std::time::Instant::now() + interval;
+            let mut next = Instant::now() + interval;
             loop {
                 // Sleep in short steps so shutdown is not delayed.
-                while std::time::Instant::now() < next {
+                while Instant::now() < next {
                     if inner.shutting_down.load(Ordering::Acquire) {
                         return;
                     }
-                    std::thread::sleep(std::time::Duration::from_millis(20).min(interval));
+                    std::thread::sleep(Duration::from_millis(20).min(interval));
                 }
                 if inner.shutting_down.load(Ordering::Acquire) {
                     return;
                 }
-                match collect(&inner, ratio) {
-                    Ok(_) | Err(crate::error::Error::Closed) => {}
+                let mut limiter = Limiter::new(inner.opts.blob_gc_bytes_per_sec);
+                match collect_counted(&inner, ratio, &mut limiter) {
+                    Ok(_) | Err(Error::Closed) => {}
                     Err(e) => tracing::warn!("value-file GC failed: {e}"),
                 }
-                next = std::time::Instant::now() + interval;
+                next = Instant::now() + interval;
             }
         })
-        .map_err(|e| crate::error::Error::io("spawn thread", "shale-blob-gc", e))
+        .map_err(|e| Error::io("spawn thread", "shale-blob-gc", e))
 }
 
 /// Turns the re-point requests of blob GC in a write group into BlobIndex
@@ -316,4 +564,30 @@ pub(crate) fn apply_repoints<'a>(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn limiter_paces_and_stops() {
+        let stop = AtomicBool::new(false);
+        let mut l = Limiter::new(1 << 20);
+        let t = Instant::now();
+        for _ in 0..4 {
+            l.take(64 << 10, &stop).unwrap();
+        }
+        // 256 KiB at 1 MiB/s cannot be done in less than 250 ms.
+        assert!(
+            t.elapsed() >= Duration::from_millis(250),
+            "{:?}",
+            t.elapsed()
+        );
+        let mut unpaced = Limiter::new(0);
+        unpaced.take(u64::MAX, &stop).unwrap();
+        stop.store(true, Ordering::Release);
+        assert!(matches!(l.take(1, &stop), Err(Error::Closed)));
+    }
 }

@@ -6,6 +6,8 @@
 //! - `writer.rs`: the active value file, appended by the group-commit leader.
 //! - `reader.rs`: point reads of a value and record scans.
 //! - `gc.rs`: garbage collection (rewrite live records, re-point keys).
+//! - `cache.rs`: the value cache with single-flight reads.
+//! - `dead.rs`: dead bytes per file, counted by compaction (`BLOBDEAD`).
 //!
 //! Lifetime of a value file: readers (gets, iterators) clone the current
 //! [`FileSet`] before and after they read the visible sequence
@@ -15,6 +17,8 @@
 //! write exists; the file itself is unlinked when the last `Arc` of its
 //! [`BlobFile`] (held by file sets of in-flight readers) drops.
 
+pub(crate) mod cache;
+pub(crate) mod dead;
 pub(crate) mod format;
 pub(crate) mod gc;
 pub(crate) mod reader;
@@ -42,6 +46,8 @@ pub(crate) struct BlobFile {
     /// Rewritten by GC: unlink when the last handle drops.
     obsolete: AtomicBool,
     fs: Arc<dyn FileSystem>,
+    /// The store's value cache (`Options::blob_cache_size`), if any.
+    pub cache: Option<Arc<cache::ValueCache>>,
 }
 
 impl BlobFile {
@@ -50,7 +56,7 @@ impl BlobFile {
         dir: &Path,
         number: u64,
         (bytes, sealed): (u64, bool),
-        direct_reads: bool,
+        (direct_reads, cache): (bool, &Option<Arc<cache::ValueCache>>),
     ) -> Result<Self> {
         let path = format::blob_path(dir, number);
         let file = if direct_reads {
@@ -66,6 +72,7 @@ impl BlobFile {
             sealed: AtomicBool::new(sealed),
             obsolete: AtomicBool::new(false),
             fs: fs.clone(),
+            cache: cache.clone(),
         })
     }
 }
@@ -134,6 +141,8 @@ pub(crate) struct BlobStore {
     direct: bool,
     /// Values are read with `O_DIRECT` where supported (GC scans are not).
     direct_reads: bool,
+    /// Cache of values by (file, offset) (`Options::blob_cache_size`).
+    cache: Option<Arc<cache::ValueCache>>,
     files: RwLock<Arc<FileSet>>,
     /// The file the group-commit leader appends to (created lazily).
     active: Mutex<Option<writer::ActiveFile>>,
@@ -145,6 +154,9 @@ pub(crate) struct BlobStore {
     retired: Mutex<Vec<(u64, Arc<BlobFile>)>>,
     /// Serializes garbage collection runs.
     gc_lock: Mutex<()>,
+    /// Dead record bytes per file (compaction's count, persisted in
+    /// `BLOBDEAD`; see dead.rs for why it only errs high).
+    dead: Mutex<dead::DeadCounts>,
     pub counters: BlobCounters,
 }
 
@@ -159,7 +171,9 @@ impl BlobStore {
         file_size: u64,
         direct: bool,
         direct_reads: bool,
+        cache_size: usize,
     ) -> Result<BlobStore> {
+        let cache = (cache_size > 0).then(|| Arc::new(cache::ValueCache::new(cache_size)));
         let mut numbers: Vec<u64> = fs
             .list_dir(dir)?
             .iter()
@@ -172,10 +186,11 @@ impl BlobStore {
             // A file emptied by the cut stays (a WAL record pointing into
             // it is then found torn by recovery); GC removes it later.
             let size = fs.file_size(&format::blob_path(dir, n))?;
-            let f = BlobFile::new(&fs, dir, n, (size, true), direct_reads)?;
+            let f = BlobFile::new(&fs, dir, n, (size, true), (direct_reads, &cache))?;
             set.insert(n, Arc::new(f));
         }
         let next = numbers.last().map_or(1, |n| n + 1);
+        let dead = BlobStore::load_dead(&fs, dir, &numbers)?;
         Ok(BlobStore {
             fs,
             dir: dir.to_path_buf(),
@@ -183,12 +198,14 @@ impl BlobStore {
             file_size,
             direct,
             direct_reads,
+            cache,
             files: RwLock::new(Arc::new(set)),
             active: Mutex::new(None),
             unsynced: Mutex::new(Vec::new()),
             next_number: AtomicU64::new(next),
             retired: Mutex::new(Vec::new()),
             gc_lock: Mutex::new(()),
+            dead: Mutex::new(dead),
             counters: BlobCounters::default(),
         })
     }
@@ -257,6 +274,18 @@ impl BlobStore {
     }
 }
 
+/// Persists the dead value bytes merges found, before their version edit
+/// is logged (dead.rs: the count may err high, never low).
+pub(crate) fn note_dead<'a>(
+    inner: &crate::db::DbInner,
+    results: impl Iterator<Item = &'a crate::compaction::MergeResult>,
+) -> Result<()> {
+    match inner.blobs.as_ref() {
+        Some(store) => store.add_dead(results.map(|r| &r.blob_dead)),
+        None => Ok(()),
+    }
+}
+
 /// The `shale.blob-*` properties (`None` for other names).
 ///
 /// - `shale.blob-file-count`, `shale.blob-bytes`: value files and their bytes;
@@ -264,7 +293,14 @@ impl BlobStore {
 ///   (scans the keys of every column family, not the values);
 /// - `shale.blob-live-ratio`: live bytes / value-file bytes (1.000 if none);
 /// - `shale.blob-gc-runs`, `shale.blob-gc-files-rewritten`,
-///   `shale.blob-gc-bytes-rewritten`, `shale.blob-gc-files-deleted`.
+///   `shale.blob-gc-bytes-rewritten`, `shale.blob-gc-files-deleted`;
+/// - `shale.blob-cache-hits`, `shale.blob-cache-misses`,
+///   `shale.blob-cache-usage`: the value cache (0 without one);
+/// - `shale.blob-dead-bytes`: dead record bytes counted by compaction
+///   (cheap, no scan; files counted [`dead::UNREFERENCED`] count whole);
+/// - `shale.blob-space-amp`: value-file bytes / (value-file bytes - dead
+///   bytes), from that count (1.000 if none);
+/// - `shale.blob-files`: one line per file, "number bytes dead live-ratio".
 pub(crate) fn property(inner: &Arc<crate::db::DbInner>, name: &str) -> Option<String> {
     let name = name.strip_prefix("shale.blob-")?;
     let store = inner.blobs.as_ref();
@@ -285,12 +321,66 @@ pub(crate) fn property(inner: &Arc<crate::db::DbInner>, name: &str) -> Option<St
             };
             format!("{ratio:.3}")
         }
+        "cache-hits" | "cache-misses" | "cache-usage" => {
+            let (hits, misses, usage) = store
+                .and_then(|s| s.cache.as_ref())
+                .map(|c| c.stats())
+                .unwrap_or_default();
+            match name {
+                "cache-hits" => hits,
+                "cache-misses" => misses,
+                _ => usage,
+            }
+            .to_string()
+        }
+        "dead-bytes" => counted(store).1.to_string(),
+        "space-amp" => {
+            let (bytes, dead) = counted(store);
+            format!("{:.3}", space_amp(bytes, dead))
+        }
+        "files" => store.map_or_else(String::new, |s| {
+            s.estimates()
+                .iter()
+                .map(|e| {
+                    format!(
+                        "{} {} {} {:.3}\n",
+                        e.number,
+                        e.bytes,
+                        e.dead.min(e.record_bytes),
+                        e.live_ratio
+                    )
+                })
+                .collect()
+        }),
         "gc-runs" => ld(|c| &c.gc_runs).to_string(),
         "gc-files-rewritten" => ld(|c| &c.gc_files_rewritten).to_string(),
         "gc-bytes-rewritten" => ld(|c| &c.gc_bytes_rewritten).to_string(),
         "gc-files-deleted" => ld(|c| &c.gc_files_deleted).to_string(),
         _ => return None,
     })
+}
+
+/// (value-file bytes, counted dead bytes) over the current files.
+fn counted(store: Option<&Arc<BlobStore>>) -> (u64, u64) {
+    store.map_or((0, 0), |s| {
+        s.estimates().iter().fold((0, 0), |(b, d), e| {
+            (b + e.bytes, d + e.dead.min(e.record_bytes))
+        })
+    })
+}
+
+/// Bytes on disk per live byte (1.0 with nothing on disk).
+fn space_amp(bytes: u64, dead: u64) -> f64 {
+    let live = bytes.saturating_sub(dead);
+    if live == 0 {
+        if bytes == 0 {
+            1.0
+        } else {
+            f64::INFINITY
+        }
+    } else {
+        bytes as f64 / live as f64
+    }
 }
 
 /// Sum of the value lengths of the newest BlobIndex entries of all keys.
@@ -317,9 +407,19 @@ fn live_bytes(inner: &Arc<crate::db::DbInner>) -> Result<u64> {
 pub(crate) fn stats_line(inner: &crate::db::DbInner) -> Option<String> {
     let s = inner.blobs.as_ref()?;
     let (files, bytes) = s.usage();
+    let (_, dead) = counted(Some(s));
     let c = &s.counters;
+    let mut worst = s.estimates();
+    worst.sort_by(|a, b| a.live_ratio.total_cmp(&b.live_ratio));
+    let worst: Vec<String> = worst
+        .iter()
+        .take(4)
+        .map(|e| format!("{}: {:.3}", e.number, e.live_ratio))
+        .collect();
     Some(format!(
-        "value files: {files} files, {bytes} bytes; gc: {} runs, {} files rewritten, {} bytes rewritten, {} files deleted",
+        "value files: {files} files, {bytes} bytes, {dead} counted dead, space amplification {:.3}; lowest live ratios [{}]; gc: {} runs, {} files rewritten, {} bytes rewritten, {} files deleted",
+        space_amp(bytes, dead),
+        worst.join(", "),
         c.gc_runs.load(Ordering::Relaxed),
         c.gc_files_rewritten.load(Ordering::Relaxed),
         c.gc_bytes_rewritten.load(Ordering::Relaxed),

@@ -53,7 +53,32 @@ pub(crate) fn record_in_bounds(files: &FileSet, key: &[u8], index: &[u8]) -> boo
         .is_some_and(|end| end <= file.bytes.load(std::sync::atomic::Ordering::Acquire))
 }
 
+/// With the value cache, the entry of a record is `key || value` of a
+/// record that passed its checks, under (file number, record offset): value
+/// files are immutable and their numbers never reused, so an entry is never
+/// stale; the key and length are compared again on every use, so a
+/// BlobIndex pointing at another key's record still fails.
 fn read_in_file(file: &BlobFile, key: &[u8], idx: &BlobIndex) -> Result<Vec<u8>> {
+    let Some(cache) = &file.cache else {
+        return read_record(file, key, idx).map(|mut kv| {
+            kv.drain(..key.len());
+            kv
+        });
+    };
+    let entry = cache.get_or_read(file.number, idx.offset, || read_record(file, key, idx))?;
+    let c = entry.contents();
+    if c.len() as u64 != key.len() as u64 + idx.value_len || !c.starts_with(key) {
+        return Err(Error::corruption(
+            &file.path,
+            idx.offset,
+            "record holds another key",
+        ));
+    }
+    Ok(c.get(key.len()..).unwrap_or_default().to_vec())
+}
+
+/// Reads and checks the record `idx` of `key`: returns `key || value`.
+fn read_record(file: &BlobFile, key: &[u8], idx: &BlobIndex) -> Result<Vec<u8>> {
     let bad = |reason: &str| Error::corruption(&file.path, idx.offset, reason.to_string());
     let len = idx
         .record_len(key.len())
@@ -75,9 +100,9 @@ fn read_in_file(file: &BlobFile, key: &[u8], idx: &BlobIndex) -> Result<Vec<u8>>
     if rec.key != key {
         return Err(bad("record holds another key"));
     }
-    let start = RECORD_HEADER_LEN + key.len();
-    buf.truncate(start + rec.value.len());
-    buf.drain(..start);
+    let end = RECORD_HEADER_LEN + key.len() + rec.value.len();
+    buf.truncate(end);
+    buf.drain(..RECORD_HEADER_LEN);
     Ok(buf)
 }
 

@@ -34,7 +34,12 @@ impl BlobStore {
     /// fsynced so that the name survives power loss before any BlobIndex
     /// pointing into the file can be acknowledged.
     pub(crate) fn create_file(&self) -> Result<NewFile> {
-        let number = self.new_number();
+        self.create_numbered(self.new_number())
+    }
+
+    /// [`BlobStore::create_file`] with a number taken before (GC counts
+    /// its output dead under that number before the file exists).
+    pub(crate) fn create_numbered(&self, number: u64) -> Result<NewFile> {
         let path = format::blob_path(&self.dir, number);
         let mut w = if self.direct {
             self.fs.create_direct(&path)?
@@ -49,7 +54,7 @@ impl BlobStore {
             &self.dir,
             number,
             (HEADER_LEN as u64, false),
-            self.direct_reads,
+            (self.direct_reads, &self.cache),
         )?);
         Ok(NewFile {
             w,

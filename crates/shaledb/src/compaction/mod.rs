@@ -20,7 +20,9 @@ use crate::iter::merge::MergingIterator;
 use crate::iter::range_del::RangeTombstones;
 use crate::iter::{corruption_at, BoxedIterator, InternalIterator};
 use crate::memtable::MemTable;
-use crate::types::{make_internal_key, parse_internal_key, SequenceNumber, KIND_FOR_SEEK};
+use crate::types::{
+    make_internal_key, parse_internal_key, SequenceNumber, ValueKind, KIND_FOR_SEEK,
+};
 use crate::version::{Extent, ExtentMeta, ExtentSpace};
 use gc::Gc;
 use std::sync::Arc;
@@ -81,6 +83,9 @@ pub struct MergeResult {
     pub bytes_reused: u64,
     /// Extents kept or moved without rewriting.
     pub extents_reused: u64,
+    /// Record bytes of dropped BlobIndex entries, by value file (persisted
+    /// before the edit: crate::blob::dead).
+    pub blob_dead: crate::blob::dead::DeadCounts,
 }
 
 /// True if the memtable holds a point key or range tombstone within `[lo, hi]`.
@@ -300,6 +305,8 @@ fn merge_inner(space: &Arc<ExtentSpace>, spec: &MergeSpec, res: &mut MergeResult
         };
         if gc.keep(p.user_key, p.seq, p.kind, covering) {
             out.add(ikey, it.value(), p.user_key)?;
+        } else if p.kind == ValueKind::BlobIndex {
+            crate::blob::dead::count_dropped(&mut out.res.blob_dead, p.user_key.len(), it.value());
         }
         it.next()?;
     }

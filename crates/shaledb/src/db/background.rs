@@ -161,6 +161,7 @@ fn flush_oldest(inner: &Arc<DbInner>) -> Result<bool> {
             .flat_map(|r| r.files_written.iter().copied())
             .collect();
         inner.versions.space().sync_files(&files)?;
+        crate::blob::note_dead(inner, results.iter())?;
         Ok((edit, results))
     })();
     let mut st = inner.state.lock();
@@ -396,6 +397,7 @@ fn compact_once(inner: &Arc<DbInner>, full: bool) -> Result<bool> {
     )
     .and_then(|r| {
         inner.versions.space().sync_files(&r.files_written)?;
+        crate::blob::note_dead(inner, std::iter::once(&r))?;
         Ok(r)
     });
     let mut st = inner.state.lock();

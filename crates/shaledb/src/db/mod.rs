@@ -256,6 +256,7 @@ impl Db {
             opts.blob_file_size,
             opts.blob_direct_io,
             opts.blob_direct_reads,
+            opts.blob_cache_size,
         )?;
         let blobs = (opts.min_blob_size > 0 || blobs.usage().0 > 0).then(|| Arc::new(blobs));
         let version = versions.current();

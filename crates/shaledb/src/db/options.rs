@@ -97,6 +97,14 @@ pub struct Options {
     pub blob_gc_live_ratio: f64,
     /// Milliseconds between background GC passes.
     pub blob_gc_interval_ms: u64,
+    /// Pace of background GC: bytes of value files read per second
+    /// (0 = unpaced). The explicit call is never paced. 64 MiB/s by default.
+    pub blob_gc_bytes_per_sec: u64,
+    /// Bytes of a shared LRU cache of values read from value files, by
+    /// (file, offset); 0 (the default) = no cache. Threads scanning the
+    /// same keys at once (the contest's range phase) then read each value
+    /// from the device once (docs/format-blob.md, section 5).
+    pub blob_cache_size: usize,
 }
 
 impl Default for Options {
@@ -137,6 +145,8 @@ impl Default for Options {
             blob_direct_reads: false,
             blob_gc_live_ratio: 0.0,
             blob_gc_interval_ms: 10_000,
+            blob_gc_bytes_per_sec: 64 << 20,
+            blob_cache_size: 0,
         }
     }
 }
@@ -155,6 +165,8 @@ impl std::fmt::Debug for Options {
             .field("blob_direct_reads", &self.blob_direct_reads)
             .field("blob_gc_live_ratio", &self.blob_gc_live_ratio)
             .field("blob_gc_interval_ms", &self.blob_gc_interval_ms)
+            .field("blob_gc_bytes_per_sec", &self.blob_gc_bytes_per_sec)
+            .field("blob_cache_size", &self.blob_cache_size)
             .finish_non_exhaustive()
     }
 }

@@ -1,0 +1,173 @@
+//! The value cache (`Options::blob_cache_size`, docs/format-blob.md section
+//! 5): an LRU of checked `key || value` entries by (file, offset), plus
+//! *single flight*: while one reader reads a record from the device, other
+//! readers of the same record wait for it instead of reading it too. That is
+//! what makes threads scanning the same keys at once (they run in lockstep,
+//! all missing the same value at the same moment) read each value once.
+
+use crate::cache::{BlockCache, CacheKey};
+use crate::error::Result;
+use crate::extent::Block;
+use parking_lot::{Condvar, Mutex};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// A read in progress: done when `done` is set.
+#[derive(Default)]
+struct Flight {
+    done: Mutex<bool>,
+    cv: Condvar,
+}
+
+/// The shared value cache of a [`super::BlobStore`].
+pub(crate) struct ValueCache {
+    lru: Arc<BlockCache>,
+    flights: Mutex<HashMap<(u64, u64), Arc<Flight>>>,
+}
+
+/// Marks a flight done and wakes its waiters, also on error or panic.
+struct Landing<'a> {
+    cache: &'a ValueCache,
+    key: (u64, u64),
+    flight: Arc<Flight>,
+}
+
+impl Drop for Landing<'_> {
+    fn drop(&mut self) {
+        self.cache.flights.lock().remove(&self.key);
+        *self.flight.done.lock() = true;
+        self.flight.cv.notify_all();
+    }
+}
+
+impl ValueCache {
+    pub fn new(bytes: usize) -> ValueCache {
+        ValueCache {
+            lru: BlockCache::new(bytes),
+            flights: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn get(&self, file: u64, offset: u64) -> Option<Arc<Block>> {
+        self.lru.get(CacheKey {
+            extent_id: file,
+            offset,
+        })
+    }
+
+    /// The cached entry of (file, offset), or `read`'s (which returns the
+    /// checked `key || value` and is cached). If another reader is reading
+    /// the same record, waits for it and takes its entry; if it failed,
+    /// reads itself (and meets the same error).
+    pub fn get_or_read(
+        &self,
+        file: u64,
+        offset: u64,
+        read: impl FnOnce() -> Result<Vec<u8>>,
+    ) -> Result<Arc<Block>> {
+        if let Some(hit) = self.get(file, offset) {
+            return Ok(hit);
+        }
+        let key = (file, offset);
+        let mine = Arc::new(Flight::default());
+        let waiting = {
+            let mut flights = self.flights.lock();
+            match flights.get(&key) {
+                Some(f) => Some(f.clone()),
+                None => {
+                    flights.insert(key, mine.clone());
+                    None
+                }
+            }
+        };
+        if let Some(f) = waiting {
+            let mut done = f.done.lock();
+            while !*done {
+                f.cv.wait(&mut done);
+            }
+            drop(done);
+            if let Some(hit) = self.get(file, offset) {
+                return Ok(hit);
+            }
+            // The reader failed (or its entry was evicted at once).
+            return self.read_into(file, offset, read);
+        }
+        let _landing = Landing {
+            cache: self,
+            key,
+            flight: mine,
+        };
+        self.read_into(file, offset, read)
+    }
+
+    fn read_into(
+        &self,
+        file: u64,
+        offset: u64,
+        read: impl FnOnce() -> Result<Vec<u8>>,
+    ) -> Result<Arc<Block>> {
+        let block = Arc::new(Block::raw(read()?));
+        self.lru.insert(
+            CacheKey {
+                extent_id: file,
+                offset,
+            },
+            block.clone(),
+        );
+        Ok(block)
+    }
+
+    /// (hits, misses, bytes charged).
+    pub fn stats(&self) -> (u64, u64, u64) {
+        let s = self.lru.stats();
+        (s.hits, s.misses, s.usage_bytes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    #[test]
+    fn concurrent_misses_of_one_record_read_it_once() {
+        let cache = Arc::new(ValueCache::new(1 << 20));
+        let reads = Arc::new(AtomicU64::new(0));
+        let threads: Vec<_> = (0..8)
+            .map(|_| {
+                let (cache, reads) = (cache.clone(), reads.clone());
+                std::thread::spawn(move || {
+                    let b = cache
+                        .get_or_read(3, 16, || {
+                            reads.fetch_add(1, Ordering::SeqCst);
+                            // Long enough that the others arrive meanwhile.
+                            std::thread::sleep(std::time::Duration::from_millis(100));
+                            Ok(b"kvalue".to_vec())
+                        })
+                        .unwrap();
+                    assert_eq!(b.contents(), b"kvalue");
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        assert_eq!(reads.load(Ordering::SeqCst), 1);
+        assert!(cache.flights.lock().is_empty());
+    }
+
+    #[test]
+    fn a_failed_read_lets_the_waiters_read_themselves() {
+        let cache = ValueCache::new(1 << 20);
+        let err = cache.get_or_read(1, 0, || Err(crate::error::Error::corruption("f", 0, "bad")));
+        assert!(err.is_err());
+        assert!(cache.flights.lock().is_empty());
+        let ok = cache.get_or_read(1, 0, || Ok(b"kv".to_vec())).unwrap();
+        assert_eq!(ok.contents(), b"kv");
+        let (hits, misses, _) = cache.stats();
+        assert_eq!((hits, misses), (0, 2));
+        cache.get_or_read(1, 0, || unreachable!()).unwrap();
+        assert_eq!(cache.stats().0, 1);
+    }
+}

@@ -1,0 +1,105 @@
+//! The value cache (`Options::blob_cache_size`, docs/format-blob.md
+//! section 5): hits for repeated reads and concurrent scans, correct values
+//! across overwrites, GC and reopen, and no cache by default.
+#![allow(clippy::unwrap_used, clippy::indexing_slicing)] // a panic in a test is a failure
+
+use shaledb::env::mem::MemFs;
+use shaledb::{Db, Options, ReadOptions};
+use std::sync::Arc;
+
+fn opts(fs: &Arc<MemFs>, cache: usize) -> Options {
+    Options {
+        fs: fs.clone(),
+        min_blob_size: 100,
+        blob_file_size: 64 << 10,
+        write_buffer_size: 128 << 10,
+        background_threads: false,
+        blob_cache_size: cache,
+        ..Options::default()
+    }
+}
+
+fn big(i: u64, gen: u64) -> Vec<u8> {
+    let mut v = format!("big-{i}-{gen}-").into_bytes();
+    v.resize(1000 + (i as usize * 37) % 3000, b'a' + (gen % 26) as u8);
+    v
+}
+
+fn key(i: u64) -> Vec<u8> {
+    format!("k{i:05}").into_bytes()
+}
+
+fn prop(db: &Db, name: &str) -> u64 {
+    db.property(name).unwrap().parse().unwrap()
+}
+
+fn scan(db: &Db) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let mut it = db.iter(&ReadOptions::default()).unwrap();
+    it.seek_to_first().unwrap();
+    let mut out = Vec::new();
+    while it.valid() {
+        out.push((it.key().to_vec(), it.value().to_vec()));
+        it.next().unwrap();
+    }
+    out
+}
+
+#[test]
+fn off_by_default() {
+    let fs = Arc::new(MemFs::new());
+    let db = Db::open("/db", opts(&fs, 0)).unwrap();
+    db.put(b"a", &big(1, 0)).unwrap();
+    assert_eq!(db.get(b"a").unwrap(), Some(big(1, 0)));
+    assert_eq!(db.get(b"a").unwrap(), Some(big(1, 0)));
+    assert_eq!(prop(&db, "shale.blob-cache-hits"), 0);
+    assert_eq!(prop(&db, "shale.blob-cache-misses"), 0);
+}
+
+#[test]
+fn repeated_and_concurrent_scans_hit_and_values_stay_right() {
+    let fs = Arc::new(MemFs::new());
+    let db = Db::open("/db", opts(&fs, 4 << 20)).unwrap();
+    for i in 0..100 {
+        db.put(&key(i), &big(i, 0)).unwrap();
+    }
+    let want: Vec<_> = (0..100).map(|i| (key(i), big(i, 0))).collect();
+    assert_eq!(scan(&db), want);
+    assert_eq!(prop(&db, "shale.blob-cache-misses"), 100);
+    assert_eq!(prop(&db, "shale.blob-cache-hits"), 0);
+    assert!(prop(&db, "shale.blob-cache-usage") > 100 * 1000);
+    // Four threads scanning at once: every value is already cached.
+    let threads: Vec<_> = (0..4)
+        .map(|_| {
+            let db = db.clone();
+            std::thread::spawn(move || scan(&db))
+        })
+        .collect();
+    for t in threads {
+        assert_eq!(t.join().unwrap(), want);
+    }
+    assert_eq!(prop(&db, "shale.blob-cache-hits"), 400);
+    // Overwrites point at new records: new keys in the cache, new values.
+    for i in (0..100).step_by(2) {
+        db.put(&key(i), &big(i, 1)).unwrap();
+    }
+    let want: Vec<_> = (0..100)
+        .map(|i| (key(i), big(i, if i % 2 == 0 { 1 } else { 0 })))
+        .collect();
+    assert_eq!(scan(&db), want);
+    // GC moves the live values to new files (new cache keys).
+    db.flush().unwrap();
+    let st = db.collect_blob_garbage(0.9).unwrap();
+    assert!(st.files_rewritten > 0, "{st:?}");
+    assert_eq!(scan(&db), want);
+    for (k, v) in &want {
+        assert_eq!(db.get(k).unwrap().as_ref(), Some(v));
+    }
+    db.close().unwrap();
+    let db = Db::open("/db", opts(&fs, 4 << 20)).unwrap();
+    assert_eq!(scan(&db), want);
+    assert_eq!(
+        prop(&db, "shale.blob-cache-hits"),
+        0,
+        "a new cache per open"
+    );
+}
