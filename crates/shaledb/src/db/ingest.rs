@@ -265,6 +265,8 @@ impl IngestBuilder {
         let merged = run_merge(inner.versions.space(), spec(&inner, upper, lower, level, 0))
             .and_then(|r| {
                 inner.versions.space().sync_files(&r.files_written)?;
+                // Value-file records the merge dropped, before the edit (as a compaction).
+                crate::blob::note_dead(&inner, std::iter::once(&r))?;
                 Ok(r)
             });
         let mut st = inner.state.lock();
