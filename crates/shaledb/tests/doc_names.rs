@@ -69,6 +69,9 @@ const EXTERNAL: &[&str] = &[
     "finish_task_switch",
     "sched_yield",
     "copy_folio_from_iter_atomic",
+    "_copy_to_iter",
+    // a sysbench script (docs/benchmarks.md, CREATE INDEX under write load)
+    "oltp_update_non_index",
     // fio's sync_file_range option
     "wait_after",
     // report lines shale-bench formats as `recover_t<N>`

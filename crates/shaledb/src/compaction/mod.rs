@@ -211,6 +211,7 @@ fn merge_inner(space: &Arc<ExtentSpace>, spec: &MergeSpec, res: &mut MergeResult
                         .lower
                         .iter()
                         .any(|l| l.meta.overlaps(&e.meta.smallest, &e.meta.largest))
+                    && compressed_as_output(e, spec)
             })
             .collect();
         keep_shared_bounds_together(extents, &mut movable);
@@ -315,6 +316,16 @@ fn merge_inner(space: &Arc<ExtentSpace>, spec: &MergeSpec, res: &mut MergeResult
     }
     out.finish(None)?;
     Ok(())
+}
+
+/// An extent moves into a compressed level only if it is compressed the
+/// same way: an uncompressed hot extent moved into the cold level as is
+/// would keep its size there forever (only a later overlap rewrites it).
+/// Unreadable properties mean "rewrite" (the merge then reports the error).
+fn compressed_as_output(e: &Extent, spec: &MergeSpec) -> bool {
+    let want = spec.builder.compression;
+    want == crate::extent::CompressionType::None
+        || e.reader(false).is_ok_and(|r| r.compression() == want)
 }
 
 fn gc_keep_tombstone(snapshots: &[SequenceNumber], bottommost: bool, seq: SequenceNumber) -> bool {

@@ -271,6 +271,11 @@ impl ExtentReader {
         &self.props
     }
 
+    /// How the extent's data blocks are compressed.
+    pub fn compression(&self) -> CompressionType {
+        self.props.compression
+    }
+
     /// The file path (for messages).
     pub fn path(&self) -> &Arc<Path> {
         &self.path
