@@ -51,7 +51,7 @@ def tree_bytes(root, skip):
 def shale_live_bytes(server):
     """Bytes of the extents in use (`shale stats`): data files keep freed extent slots for reuse,
     so after a compaction the files can be larger than what they hold."""
-    out = subprocess.run([os.path.join(sb.REPO, "target", "release", "shale"), *sb.SHALE_ARGS, "--db",
+    out = subprocess.run([sb.shale_binary(), *sb.SHALE_ARGS, "--db",
                            server.dir, "stats"], check=True, capture_output=True, text=True).stdout
     return sum(int(m) for m in re.findall(r"extents, (\d+) bytes", out))
 
@@ -98,7 +98,7 @@ def main():
             updated = measure(server)
             compacted = None
             if name == "shale":
-                subprocess.run([os.path.join(sb.REPO, "target", "release", "shale"), *sb.SHALE_ARGS,
+                subprocess.run([sb.shale_binary(), *sb.SHALE_ARGS,
                                 "--db", server.dir, "compact"], check=True, capture_output=True)
                 compacted = measure(server)
             elif name == "myrocks":

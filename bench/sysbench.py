@@ -88,6 +88,12 @@ def mariadb_cli(port, user, password, sql):
 SHALE_ARGS = shlex.split(os.environ.get("SHALE_ARGS", ""))
 
 
+def shale_binary():
+    """The release `shale` that `cargo build --release` just built (CARGO_TARGET_DIR aware)."""
+    target = os.environ.get("CARGO_TARGET_DIR", os.path.join(REPO, "target"))
+    return os.path.join(target, "release", "shale")
+
+
 class Shale:
     name = "shale"
 
@@ -96,8 +102,7 @@ class Shale:
 
     def start(self):
         self.port = free_port()
-        target = os.environ.get("CARGO_TARGET_DIR", os.path.join(REPO, "target"))
-        args = [os.path.join(target, "release", "shale"), *SHALE_ARGS, "--db", self.dir, "serve",
+        args = [shale_binary(), *SHALE_ARGS, "--db", self.dir, "serve",
                 "--port", str(self.port)]
         if self.sync:
             args.append("--sync-commits")
