@@ -13,6 +13,7 @@ and during the build (a build that blocks writers shows ~0 during it).
 import argparse
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -111,6 +112,9 @@ def main():
             print(f"{name:8} CREATE INDEX under load: {loads[name]}", flush=True)
         finally:
             server.stop()
+            # Its data (gigabytes at 10M rows) is not needed by the next server.
+            shutil.rmtree(server.dir, ignore_errors=True)
+    shutil.rmtree(tmp, ignore_errors=True)
     print(f"\n{args.rows} rows; seconds (error text where the statement failed)\n")
     print("| statement | " + " | ".join(names) + " |")
     print("|---|" + "---:|" * len(names))

@@ -22,6 +22,7 @@ measured a third time (InnoDB has no such step). Bytes are what the file system 
 import argparse
 import os
 import re
+import shutil
 import subprocess
 import tempfile
 import time
@@ -111,9 +112,11 @@ def main():
             if getattr(server, "proc", None) is not None and server.proc.poll() is None:
                 server.stop()
         live = shale_live_bytes(server) if name == "shale" else None
+        shutil.rmtree(server.dir, ignore_errors=True)
         out[name] = (loaded, updated, compacted, live)
         print(f"{name:8} loaded {loaded / 2**20:8.1f} MiB  updated {updated / 2**20:8.1f} MiB  "
               f"compacted {'-' if compacted is None else f'{compacted / 2**20:.1f}'} MiB", flush=True)
+    shutil.rmtree(tmp, ignore_errors=True)
     mib = lambda v: "-" if v is None else f"{v / 2**20:.1f}"
     print(f"\n{args.rows} rows, MiB\n")
     print("| | " + " | ".join(names) + " |")
