@@ -60,8 +60,10 @@ mod wal;
 mod write_batch;
 
 pub use blob::BlobGcStats;
+pub use compaction::filter::{CompactionFilter, CompactionFilterFactory};
 pub use db::{
-    CfId, Db, DbIterator, IngestBuilder, IngestStats, Options, ReadOptions, Snapshot, WriteOptions,
+    CfId, Db, DbIterator, IngestBuilder, IngestStats, Options, ReadOptions, RewriteStats, Snapshot,
+    WriteOptions,
 };
 pub use error::{Error, Result};
 pub use extent::CompressionType;

@@ -3,6 +3,7 @@
 //! ingested value is the key's value at the snapshot passed to `commit`.
 #![allow(clippy::unwrap_used, clippy::indexing_slicing)] // a panic in a test is a failure
 
+mod common;
 use shaledb::env::mem::MemFs;
 use shaledb::env::FileSystem;
 use shaledb::{Db, Error, Options, ReadOptions, WriteOptions};
@@ -10,20 +11,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 fn opts(fs: &MemFs) -> Options {
-    Options {
-        fs: fs.arc(),
-        write_buffer_size: 64 << 10,
-        block_cache_size: 256 << 10,
-        extent_size: 64 << 10,
-        block_size: 1024,
-        max_key_size: 1024,
-        max_value_size: 16 << 10,
-        l1_target_size: 256 << 10,
-        max_compaction_bytes: 256 << 10,
-        extents_per_file: 4,
-        background_threads: false,
-        ..Options::default()
-    }
+    common::small_mem_opts(fs)
 }
 
 fn key(i: u32) -> Vec<u8> {

@@ -2,25 +2,13 @@
 //! and the database reopens to a consistent prefix of the writes.
 #![allow(clippy::unwrap_used, clippy::indexing_slicing)] // a panic in a test is a failure
 
+mod common;
 use shaledb::env::mem::MemFs;
 use shaledb::{Db, Options, ReadOptions, WriteOptions};
 use std::path::Path;
 
 fn opts(fs: &MemFs) -> Options {
-    Options {
-        fs: fs.arc(),
-        write_buffer_size: 64 << 10,
-        block_cache_size: 256 << 10,
-        extent_size: 64 << 10,
-        block_size: 1024,
-        max_key_size: 1024,
-        max_value_size: 16 << 10,
-        l1_target_size: 256 << 10,
-        max_compaction_bytes: 256 << 10,
-        extents_per_file: 4,
-        background_threads: false,
-        ..Options::default()
-    }
+    common::small_mem_opts(fs)
 }
 
 fn key(i: u32) -> Vec<u8> {

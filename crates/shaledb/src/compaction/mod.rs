@@ -11,6 +11,7 @@
 //! Example: L1 = [a..c] [d..f] [x..z], memtable keys {b, y}: [d..f] is reused,
 //! [a..c] + {b} and [x..z] + {y} are rewritten; bytes_reused = size([d..f]).
 
+pub mod filter;
 pub mod gc;
 
 use crate::error::Result;
@@ -62,6 +63,11 @@ pub struct MergeSpec {
     pub builder: ExtentBuilderOptions,
     /// Allocates extent ids.
     pub new_extent_id: Arc<dyn Fn() -> u64 + Send + Sync>,
+    /// The column family's compaction filter for this job (`filter.rs`).
+    pub filter: Option<Box<dyn filter::CompactionFilter>>,
+    /// Rewrite every upper extent, even one that could move by reference
+    /// (`Db::rewrite_range`: so that the filter sees its values).
+    pub force_rewrite: bool,
 }
 
 /// The result: an edit's worth of changes, and figures.
@@ -86,6 +92,11 @@ pub struct MergeResult {
     /// Record bytes of dropped BlobIndex entries, by value file (persisted
     /// before the edit: crate::blob::dead).
     pub blob_dead: crate::blob::dead::DeadCounts,
+    /// Values the job's compaction filter replaced.
+    pub values_changed: u64,
+    /// The job's filter, kept until the edit is installed (dropped with
+    /// the result).
+    pub filter: filter::FilterGuard,
 }
 
 /// True if the memtable holds a point key or range tombstone within `[lo, hi]`.
@@ -152,10 +163,15 @@ fn keep_shared_bounds_together(run: &[Arc<Extent>], reused: &mut [bool]) {
 
 /// Runs a merge: writes output extents into free slots (not yet synced or
 /// committed) and returns the changes. On error every slot written is released.
-pub fn run_merge(space: &Arc<ExtentSpace>, spec: MergeSpec) -> Result<MergeResult> {
+pub fn run_merge(space: &Arc<ExtentSpace>, mut spec: MergeSpec) -> Result<MergeResult> {
     let mut res = MergeResult::default();
-    match merge_inner(space, &spec, &mut res) {
-        Ok(()) => Ok(res),
+    let mut filter = spec.filter.take();
+    let merged = merge_inner(space, &spec, filter.as_deref_mut(), &mut res);
+    match merged {
+        Ok(()) => {
+            res.filter = filter::FilterGuard(filter);
+            Ok(res)
+        }
         Err(e) => {
             for (f, s) in res.slots_written.drain(..) {
                 space.release(f, s);
@@ -165,7 +181,12 @@ pub fn run_merge(space: &Arc<ExtentSpace>, spec: MergeSpec) -> Result<MergeResul
     }
 }
 
-fn merge_inner(space: &Arc<ExtentSpace>, spec: &MergeSpec, res: &mut MergeResult) -> Result<()> {
+fn merge_inner(
+    space: &Arc<ExtentSpace>,
+    spec: &MergeSpec,
+    mut filter: Option<&mut (dyn filter::CompactionFilter + 'static)>,
+    res: &mut MergeResult,
+) -> Result<()> {
     let out_level = spec.output_level;
     // 1. Reuse decisions.
     let mut lower_inputs = Vec::new();
@@ -206,6 +227,7 @@ fn merge_inner(space: &Arc<ExtentSpace>, spec: &MergeSpec, res: &mut MergeResult
             .iter()
             .map(|e| {
                 single_upper
+                    && !spec.force_rewrite
                     && out_level > 0
                     && !spec
                         .lower
@@ -305,7 +327,17 @@ fn merge_inner(space: &Arc<ExtentSpace>, spec: &MergeSpec, res: &mut MergeResult
             frags.covering_seq_at(p.user_key, gc.stripe_bound(p.seq))
         };
         if gc.keep(p.user_key, p.seq, p.kind, covering) {
-            out.add(ikey, it.value(), p.user_key)?;
+            let changed = match filter.as_deref_mut() {
+                Some(f) if p.kind == ValueKind::Put => f.change_value(p.user_key, it.value()),
+                _ => None,
+            };
+            match changed {
+                Some(v) => {
+                    out.res.values_changed += 1;
+                    out.add(ikey, &v, p.user_key)?;
+                }
+                None => out.add(ikey, it.value(), p.user_key)?,
+            }
         } else if p.kind == ValueKind::BlobIndex {
             crate::blob::dead::count_dropped(&mut out.res.blob_dead, p.user_key.len(), it.value());
         }

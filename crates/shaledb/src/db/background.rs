@@ -5,7 +5,7 @@
 //! family's L1 (`DbState::l1_busy`); a flush that finds L1 busy (or L0 not
 //! empty) writes an L0 run instead of merging into L1 — the only way L0 is used.
 
-use super::{write::set_bg_error, CfSuper, DbInner, DbState, SuperVersion};
+use super::{write::set_bg_error, CfId, CfSuper, DbInner, DbState, SuperVersion};
 use crate::compaction::{run_merge, MergeResult, MergeSpec, Source};
 use crate::error::{Error, Result};
 use crate::extent::ExtentBuilderOptions;
@@ -68,6 +68,7 @@ pub(super) fn builder_options(inner: &DbInner, level: usize) -> ExtentBuilderOpt
 
 pub(super) fn spec(
     inner: &Arc<DbInner>,
+    cf: CfId,
     upper: Vec<Source>,
     lower: Vec<Arc<crate::version::Extent>>,
     level: usize,
@@ -83,6 +84,8 @@ pub(super) fn spec(
         bottommost: level + 1 == inner.opts.num_levels,
         builder: builder_options(inner, level),
         new_extent_id: Arc::new(move || inner2.versions.new_extent_id()),
+        filter: inner.compaction_filters.read().get(&cf).map(|f| f.create()),
+        force_rewrite: false,
     }
 }
 
@@ -144,13 +147,20 @@ fn flush_oldest(inner: &Arc<DbInner>) -> Result<bool> {
                 let lower = cfv.level(1).to_vec();
                 run_merge(
                     inner.versions.space(),
-                    spec(inner, vec![Source::Mem(mem.clone())], lower, 1, 0),
+                    spec(inner, *cf, vec![Source::Mem(mem.clone())], lower, 1, 0),
                 )?
             } else {
                 let run = inner.versions.new_run();
                 run_merge(
                     inner.versions.space(),
-                    spec(inner, vec![Source::Mem(mem.clone())], Vec::new(), 0, run),
+                    spec(
+                        inner,
+                        *cf,
+                        vec![Source::Mem(mem.clone())],
+                        Vec::new(),
+                        0,
+                        run,
+                    ),
                 )?
             };
             add_to_edit(&mut edit, *cf, &r);
@@ -193,9 +203,12 @@ fn flush_oldest(inner: &Arc<DbInner>) -> Result<bool> {
         }
     });
     match outcome {
-        Ok(_) => {
+        Ok(results) => {
             st.frozen.pop_front();
             install_super_version(inner, &st);
+            // The jobs' compaction filters end once their output is
+            // installed, before anyone waiting is told (compaction/filter.rs).
+            drop(results);
             inner.bg_cv.notify_all();
             drop(st);
             delete_old_wal_segments(inner, next_log);
@@ -393,7 +406,7 @@ fn compact_once(inner: &Arc<DbInner>, full: bool) -> Result<bool> {
     let cf = p.cf;
     let result = run_merge(
         inner.versions.space(),
-        spec(inner, p.upper, p.lower, p.output_level, 0),
+        spec(inner, cf, p.upper, p.lower, p.output_level, 0),
     )
     .and_then(|r| {
         inner.versions.space().sync_files(&r.files_written)?;
@@ -419,8 +432,9 @@ fn compact_once(inner: &Arc<DbInner>, full: bool) -> Result<bool> {
         }
     });
     match outcome {
-        Ok(_) => {
+        Ok(r) => {
             install_super_version(inner, &st);
+            drop(r); // its filter ends after the install (see the flush above)
             inner.bg_cv.notify_all();
             drop(st);
             Ok(true)
@@ -487,7 +501,7 @@ pub(crate) fn flush_all_frozen(inner: &Arc<DbInner>) -> Result<()> {
     Ok(())
 }
 
-fn check_bg(inner: &DbInner) -> Result<()> {
+pub(super) fn check_bg(inner: &DbInner) -> Result<()> {
     match inner.state.lock().bg_error.clone() {
         Some(e) => Err(Error::Background(Arc::new(e))),
         None => Ok(()),

@@ -262,13 +262,16 @@ impl IngestBuilder {
             .map(|c| c.overlapping(level, &lo, &hi))
             .unwrap_or_default();
         let upper = runs.iter().map(|r| Source::Fresh(r.clone())).collect();
-        let merged = run_merge(inner.versions.space(), spec(&inner, upper, lower, level, 0))
-            .and_then(|r| {
-                inner.versions.space().sync_files(&r.files_written)?;
-                // Value-file records the merge dropped, before the edit (as a compaction).
-                crate::blob::note_dead(&inner, std::iter::once(&r))?;
-                Ok(r)
-            });
+        let merged = run_merge(
+            inner.versions.space(),
+            spec(&inner, self.cf, upper, lower, level, 0),
+        )
+        .and_then(|r| {
+            inner.versions.space().sync_files(&r.files_written)?;
+            // Value-file records the merge dropped, before the edit (as a compaction).
+            crate::blob::note_dead(&inner, std::iter::once(&r))?;
+            Ok(r)
+        });
         let mut st = inner.state.lock();
         st.compaction_running = false;
         let r = match merged {

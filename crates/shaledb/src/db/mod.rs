@@ -32,6 +32,7 @@ pub(crate) mod read;
 mod recovery;
 mod replay;
 mod replay_budget;
+mod rewrite;
 mod snapshot;
 mod stats;
 mod validate;
@@ -43,9 +44,11 @@ pub(crate) mod write;
 pub use db_iter::DbIterator;
 pub use ingest::{IngestBuilder, IngestStats};
 pub use options::{Options, ReadOptions, WriteOptions};
+pub use rewrite::RewriteStats;
 pub use snapshot::Snapshot;
 
 use crate::cache::BlockCache;
+use crate::compaction::filter::CompactionFilterFactory;
 use crate::env::{FileLock, FileSystem};
 use crate::error::{Error, Result};
 use crate::memtable::MemTable;
@@ -56,7 +59,7 @@ use crate::write_batch::WriteBatch;
 use parking_lot::{Condvar, Mutex, RwLock};
 use snapshot::SnapshotList;
 use stats::DbStats;
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -177,6 +180,9 @@ pub(crate) struct DbInner {
     /// Value files (key-value separation); `None` when `min_blob_size` is 0
     /// and the directory holds no value file.
     pub blobs: Option<Arc<crate::blob::BlobStore>>,
+    /// Compaction filters by column family (`compaction/filter.rs`), set
+    /// by [`Db::set_compaction_filter`]; read when a merge job starts.
+    pub compaction_filters: RwLock<HashMap<CfId, Arc<dyn CompactionFilterFactory>>>,
 }
 
 impl DbInner {
@@ -293,6 +299,7 @@ impl Db {
             lock_manager: LockManager::default(),
             next_txn_id: AtomicU64::new(1),
             prepared: Default::default(),
+            compaction_filters: RwLock::new(HashMap::new()),
             blobs,
             bg_cv: Condvar::new(),
             opts,
@@ -519,6 +526,40 @@ impl Db {
     pub fn compact_range(&self, begin: Option<&[u8]>, end: Option<&[u8]>) -> Result<()> {
         let _ = (begin, end);
         background::compact_all(&self.inner)
+    }
+
+    /// Sets (or with `None` removes) the compaction filter of column family
+    /// `cf` (docs/architecture.md, "Compaction filters"). Merge jobs that
+    /// start afterwards use it; it is not persisted, so set it again after
+    /// each open.
+    pub fn set_compaction_filter(
+        &self,
+        cf: CfId,
+        factory: Option<Arc<dyn CompactionFilterFactory>>,
+    ) -> Result<()> {
+        self.inner.check_open()?;
+        let mut filters = self.inner.compaction_filters.write();
+        match factory {
+            Some(f) => filters.insert(cf, f),
+            None => filters.remove(&cf),
+        };
+        Ok(())
+    }
+
+    /// Compacts everything down to the last level, then rewrites every
+    /// last-level extent of `cf` overlapping `[begin, end)` (even one a
+    /// compaction would move by reference) so that the column family's
+    /// compaction filter sees each value there. Extents are rewritten a
+    /// window at a time; other writes and reads go on meanwhile.
+    pub fn rewrite_range(&self, cf: CfId, begin: &[u8], end: &[u8]) -> Result<RewriteStats> {
+        self.inner.check_open()?;
+        rewrite::rewrite_range(&self.inner, cf, begin, end)
+    }
+
+    /// The sequence of the oldest live snapshot (held by a [`Snapshot`], a
+    /// transaction at Snapshot Isolation or an open iterator), if any.
+    pub fn oldest_snapshot_sequence(&self) -> Option<u64> {
+        self.inner.snapshots.sequences().first().copied()
     }
 
     /// A property: `shale.stats` (human-readable), `shale.num-extents-at-level<N>`,
