@@ -20,7 +20,7 @@ use crate::catalog::TableDef;
 use crate::error::Result;
 use crate::expr::{BExpr, BinOp, EvalCx};
 use crate::index;
-use crate::keycodec::{encode, prefix_successor};
+use crate::keycodec::{encode_dir, prefix_successor};
 use crate::types::{coerce, compare, Datum, SqlType};
 use std::cmp::Ordering;
 
@@ -283,7 +283,7 @@ pub fn key_range(
     let mut key = index::prefix(ix.id);
     let mut used = 0;
     let mut exact_all = true;
-    for (e, pos) in path.eq.iter().zip(&positions) {
+    for (i, (e, pos)) in path.eq.iter().zip(&positions).enumerate() {
         let v = e.eval(row, cx)?;
         if v.is_null() {
             return Ok(KeyRange::Empty);
@@ -293,7 +293,7 @@ pub fn key_range(
         };
         match exact(&v, ty) {
             Some(c) => {
-                encode(&mut key, &c, ty);
+                encode_dir(&mut key, &c, ty, ix.desc_at(i));
                 used += 1;
             }
             None => {
@@ -314,29 +314,29 @@ pub fn key_range(
             .and_then(|p| def.columns.get(*p))
             .map(|c| &c.ty)
         {
-            if let Some((e, incl)) = &path.lo {
+            // A descending column stores larger values first: its lower
+            // value bound limits the keys from above, and the other way.
+            let desc = ix.desc_at(used);
+            for (bound, value_lower) in [(&path.lo, true), (&path.hi, false)] {
+                let Some((e, incl)) = bound else {
+                    continue;
+                };
                 let v = e.eval(row, cx)?;
                 if v.is_null() {
                     return Ok(KeyRange::Empty);
                 }
-                if let Some(c) = exact(&v, ty) {
-                    let mut k = key.clone();
-                    encode(&mut k, &c, ty);
+                let Some(c) = exact(&v, ty) else {
+                    continue;
+                };
+                let mut k = key.clone();
+                encode_dir(&mut k, &c, ty, desc);
+                if value_lower != desc {
                     lo = if *incl {
                         k
                     } else {
                         prefix_successor(&k).unwrap_or(k)
                     };
-                }
-            }
-            if let Some((e, incl)) = &path.hi {
-                let v = e.eval(row, cx)?;
-                if v.is_null() {
-                    return Ok(KeyRange::Empty);
-                }
-                if let Some(c) = exact(&v, ty) {
-                    let mut k = key.clone();
-                    encode(&mut k, &c, ty);
+                } else {
                     hi = if *incl { prefix_successor(&k) } else { Some(k) };
                 }
             }

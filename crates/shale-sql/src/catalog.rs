@@ -63,6 +63,18 @@ pub struct IndexDef {
     /// through other paths (0: readable by every snapshot).
     #[serde(default)]
     pub visible_from: u64,
+    /// Per column (in `columns` order): stored descending (`DESC` in the
+    /// index definition). Missing entries are ascending, so records
+    /// written before DESC existed read unchanged.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub desc: Vec<bool>,
+}
+
+impl IndexDef {
+    /// Whether the index's `i`-th column is stored descending.
+    pub fn desc_at(&self, i: usize) -> bool {
+        self.desc.get(i).copied().unwrap_or(false)
+    }
 }
 
 /// The column ids of one schema version, in row order.
@@ -332,6 +344,9 @@ pub struct Catalog {
     next_id: Mutex<u64>,
     autoinc: Mutex<HashMap<u32, AutoInc>>,
     write_options: RwLock<WriteOptions>,
+    /// Rows to bring to their table's current schema version, and the
+    /// sweep that retires unused versions (schema_upgrade.rs).
+    pub upgrade: Arc<crate::schema_upgrade::UpgradeState>,
 }
 
 impl Catalog {
@@ -357,8 +372,15 @@ impl Catalog {
             next_id: Mutex::new(1),
             autoinc: Mutex::new(HashMap::new()),
             write_options: RwLock::new(WriteOptions::default()),
+            upgrade: Arc::default(),
         };
         catalog.load()?;
+        catalog.db.set_compaction_filter(
+            data_cf,
+            Some(Arc::new(crate::schema_upgrade::UpgradeFilters(
+                catalog.upgrade.clone(),
+            ))),
+        )?;
         Ok(catalog)
     }
 
@@ -405,6 +427,7 @@ impl Catalog {
         if let Some(e) = it.status() {
             return Err(Error::Engine(e.clone()));
         }
+        self.upgrade.refresh(state.tables.values());
         *self.state.write() = state;
         *self.next_id.lock() = next_id;
         for key in garbage {
@@ -511,7 +534,9 @@ impl Catalog {
             },
             batch,
         )?;
-        apply(&mut self.state.write());
+        let mut state = self.state.write();
+        apply(&mut state);
+        self.upgrade.refresh(state.tables.values());
         Ok(())
     }
 

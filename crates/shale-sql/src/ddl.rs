@@ -276,8 +276,14 @@ fn column_from_parts<'o>(
     Ok((col, primary, unique))
 }
 
-pub(crate) fn index_columns(def: &TableDef, cols: &[ast::IndexColumn]) -> Result<Vec<u32>> {
+/// The column ids of an index definition, and per column whether it is
+/// DESC (empty if none is, as records written before DESC existed).
+pub(crate) fn index_columns(
+    def: &TableDef,
+    cols: &[ast::IndexColumn],
+) -> Result<(Vec<u32>, Vec<bool>)> {
     let mut out = Vec::new();
+    let mut desc = Vec::new();
     for c in cols {
         let name = match &c.column.expr {
             ast::Expr::Identifier(id) => id.value.clone(),
@@ -299,8 +305,15 @@ pub(crate) fn index_columns(def: &TableDef, cols: &[ast::IndexColumn]) -> Result
             return Err(Error::DuplicateColumn(name));
         }
         out.push(col.id);
+        desc.push(matches!(
+            c.column.options.sort,
+            Some(ast::OrderBySort::Desc)
+        ));
     }
-    Ok(out)
+    if !desc.contains(&true) {
+        desc.clear();
+    }
+    Ok((out, desc))
 }
 
 /// A parsed table constraint that is an index.
@@ -492,10 +505,11 @@ impl Ddl<'_> {
                 unique: true,
                 primary: true,
                 visible_from: 0,
+                desc: Vec::new(),
             });
         }
         for s in specs {
-            let columns = index_columns(&def, &s.columns)?;
+            let (columns, desc) = index_columns(&def, &s.columns)?;
             if s.primary {
                 for id in &columns {
                     if let Some(c) = def.columns.iter_mut().find(|c| c.id == *id) {
@@ -525,6 +539,7 @@ impl Ddl<'_> {
                 unique: s.unique,
                 primary: s.primary,
                 visible_from: 0,
+                desc,
             });
         }
         let autos = def.columns.iter().filter(|c| c.auto_increment).count();

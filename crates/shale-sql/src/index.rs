@@ -26,7 +26,7 @@ pub fn prefix(index_id: u32) -> Vec<u8> {
 /// The encoded columns of `index` from `row` (current column order).
 pub fn encode_columns(def: &TableDef, index: &IndexDef, row: &[Datum], out: &mut Vec<u8>) -> bool {
     let mut any_null = false;
-    for id in &index.columns {
+    for (i, id) in index.columns.iter().enumerate() {
         let Some(pos) = def.position_of_id(*id) else {
             continue;
         };
@@ -34,7 +34,7 @@ pub fn encode_columns(def: &TableDef, index: &IndexDef, row: &[Datum], out: &mut
             continue;
         };
         any_null |= v.is_null();
-        keycodec::encode(out, v, &col.ty);
+        keycodec::encode_dir(out, v, &col.ty, index.desc_at(i));
     }
     any_null
 }
@@ -85,9 +85,9 @@ pub fn pk_of_entry(def: &TableDef, index: &IndexDef, key: &[u8], value: &[u8]) -
         return Some(value.to_vec());
     }
     let mut rest = key.get(4..)?;
-    for id in &index.columns {
+    for (i, id) in index.columns.iter().enumerate() {
         let col = def.columns.iter().find(|c| c.id == *id)?;
-        rest = keycodec::decode(rest, &col.ty)?.1;
+        rest = keycodec::decode_dir(rest, &col.ty, index.desc_at(i))?.1;
     }
     Some(rest.to_vec())
 }
@@ -103,9 +103,9 @@ pub fn covering_row(
 ) -> Option<Vec<Datum>> {
     let mut row = vec![Datum::Null; def.columns.len()];
     let mut rest = key.get(4..)?;
-    for id in &index.columns {
+    for (i, id) in index.columns.iter().enumerate() {
         let pos = def.position_of_id(*id)?;
-        let (v, r) = keycodec::decode(rest, &def.columns.get(pos)?.ty)?;
+        let (v, r) = keycodec::decode_dir(rest, &def.columns.get(pos)?.ty, index.desc_at(i))?;
         *row.get_mut(pos)? = v;
         rest = r;
     }
@@ -118,9 +118,10 @@ pub fn covering_row(
         value.to_vec()
     };
     let mut rest = pk_part.as_slice();
-    for id in &def.primary()?.columns {
+    let pk = def.primary()?;
+    for (i, id) in pk.columns.iter().enumerate() {
         let pos = def.position_of_id(*id)?;
-        let (v, r) = keycodec::decode(rest, &def.columns.get(pos)?.ty)?;
+        let (v, r) = keycodec::decode_dir(rest, &def.columns.get(pos)?.ty, pk.desc_at(i))?;
         *row.get_mut(pos)? = v;
         rest = r;
     }

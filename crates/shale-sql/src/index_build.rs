@@ -110,7 +110,7 @@ impl Ddl<'_> {
         columns: &[ast::IndexColumn],
         unique: bool,
     ) -> Result<IndexDef> {
-        let cols = index_columns(def, columns)?;
+        let (cols, desc) = index_columns(def, columns)?;
         let taken = |n: &str| {
             def.indexes
                 .iter()
@@ -140,6 +140,7 @@ impl Ddl<'_> {
             unique,
             primary: false,
             visible_from: 0,
+            desc,
         })
     }
 

@@ -40,6 +40,7 @@ fn def(name: &str, columns: Vec<ColumnDef>) -> Arc<TableDef> {
         columns,
         dropped: Vec::new(),
         indexes: vec![IndexDef {
+            desc: Vec::new(),
             id: 0,
             name: "PRIMARY".into(),
             columns: Vec::new(),

@@ -10,6 +10,12 @@
 //! - strings: groups of 8 bytes, each padded with zeros and followed by a
 //!   marker `0xFF - padding` (a full group: 0xFF, more follow);
 //! - DATE/DATETIME: the packed u64 ([`DateTime::pack`]) big-endian.
+//!
+//! A descending index column ([`encode_dir`]) stores every byte of its
+//! encoding inverted. Each encoding is prefix-free (fixed width, or string
+//! groups ended by a marker below 0xFF), so inverting the bytes reverses
+//! the order of any two of them: NULL (`0xFF` once inverted) sorts last,
+//! as in a descending MySQL index.
 
 use crate::types::{DateTime, Datum, Decimal, SqlType};
 
@@ -68,6 +74,30 @@ fn encode_bytes(out: &mut Vec<u8>, b: &[u8]) {
             break;
         }
     }
+}
+
+/// [`encode`], with the bytes inverted if `desc` (a descending column).
+pub fn encode_dir(out: &mut Vec<u8>, v: &Datum, ty: &SqlType, desc: bool) {
+    let start = out.len();
+    encode(out, v, ty);
+    if desc {
+        if let Some(tail) = out.get_mut(start..) {
+            tail.iter_mut().for_each(|b| *b = !*b);
+        }
+    }
+}
+
+/// [`decode`] of a column written by [`encode_dir`] with the same `desc`.
+pub fn decode_dir<'a>(buf: &'a [u8], ty: &SqlType, desc: bool) -> Option<(Datum, &'a [u8])> {
+    if !desc {
+        return decode(buf, ty);
+    }
+    // Decode an inverted copy; the value's length gives the rest of `buf`.
+    // Only descending columns pay for the copy.
+    let inverted: Vec<u8> = buf.iter().map(|b| !b).collect();
+    let (v, rest) = decode(&inverted, ty)?;
+    let used = inverted.len() - rest.len();
+    Some((v, buf.get(used..)?))
 }
 
 /// Decodes one value of type `ty` from the front of `buf`; returns it and
@@ -201,9 +231,33 @@ mod tests {
         }
 
         #[test]
+        fn descending_reverses_the_order_and_round_trips(
+            a in proptest::option::of(proptest::collection::vec(any::<u8>(), 0..20)),
+            b in proptest::option::of(proptest::collection::vec(any::<u8>(), 0..20)),
+            x: i64,
+        ) {
+            let ty = SqlType::VarBinary(100);
+            let int = SqlType::Int { bytes: 8, unsigned: false };
+            let datum = |v: &Option<Vec<u8>>| v.clone().map_or(Datum::Null, Datum::Bytes);
+            let key = |v: &Option<Vec<u8>>| {
+                let mut k = Vec::new();
+                encode_dir(&mut k, &datum(v), &ty, true);
+                encode_dir(&mut k, &Datum::Int(x), &int, true);
+                k
+            };
+            let (ka, kb) = (key(&a), key(&b));
+            // NULL (None) sorts first ascending, so last descending.
+            prop_assert_eq!(ka.cmp(&kb), b.cmp(&a));
+            let (d, rest) = decode_dir(&ka, &ty, true).expect("decodes");
+            prop_assert_eq!(d, datum(&a));
+            prop_assert_eq!(decode_dir(rest, &int, true), Some((Datum::Int(x), &[][..])));
+        }
+
+        #[test]
         fn garbage_never_panics(buf: Vec<u8>) {
             for ty in [SqlType::Int { bytes: 4, unsigned: true }, SqlType::Text(100), SqlType::Date, SqlType::Decimal { precision: 5, scale: 1 }] {
                 let _ = decode(&buf, &ty);
+                let _ = decode_dir(&buf, &ty, true);
             }
         }
     }

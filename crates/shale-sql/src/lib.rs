@@ -49,11 +49,13 @@ mod infoschema;
 mod join;
 mod keycodec;
 mod lone_write;
+mod maintenance;
 mod order;
 mod output;
 mod parallel;
 mod rowcodec;
 mod scan;
+mod schema_upgrade;
 mod select;
 mod session;
 mod show;
@@ -78,9 +80,27 @@ impl Database {
     /// use, loads the dictionary, finishes interrupted space reclamation.
     pub fn open(db: shaledb::Db) -> Result<Database> {
         let catalog = catalog::Catalog::open(db)?;
-        Ok(Database {
-            shared: Arc::new(session::Shared::new(catalog)),
-        })
+        let upgrade = catalog.upgrade.clone();
+        let shared = Arc::new(session::Shared::new(catalog));
+        maintenance::spawn_sweeper(Arc::downgrade(&shared), upgrade);
+        Ok(Database { shared })
+    }
+
+    /// How often the background sweep looks for schema versions no row
+    /// uses any more (docs/tables.md, "Retiring schema versions"); 30 s by
+    /// default.
+    pub fn set_schema_sweep_interval(&self, every: std::time::Duration) {
+        self.shared.catalog.upgrade.set_sweep_interval(every);
+    }
+
+    /// Rows brought to their table's current schema version by compaction
+    /// (and OPTIMIZE TABLE), and schema versions dropped, since open.
+    pub fn schema_upgrade_counts(&self) -> (u64, u64) {
+        let u = &self.shared.catalog.upgrade;
+        (
+            u.rows_upgraded.load(Ordering::Relaxed),
+            u.versions_dropped.load(Ordering::Relaxed),
+        )
     }
 
     /// A new session (one per client connection).

@@ -30,26 +30,26 @@ pub fn use_index_order(t: &mut TableRef, order_by: &[(BExpr, bool)], limited: bo
     }
     let n = t.def.columns.len();
     let mut cols = Vec::with_capacity(order_by.len());
-    for (e, _) in order_by {
+    for (e, desc) in order_by {
         match e {
-            BExpr::Col(c) if *c >= t.offset && *c < t.offset + n => cols.push(c - t.offset),
+            BExpr::Col(c) if *c >= t.offset && *c < t.offset + n => {
+                cols.push((c - t.offset, *desc))
+            }
             _ => return false,
         }
-    }
-    let reverse = order_by.first().is_some_and(|(_, d)| *d);
-    if order_by.iter().any(|(_, d)| *d != reverse) {
-        return false;
     }
     match t.path.as_mut() {
         Some(p) => {
             let Some(ix) = t.def.indexes.get(p.index) else {
                 return false;
             };
-            let ok = follows(&t.def, ix, p.eq.len(), &cols);
-            if ok {
-                p.reverse = reverse;
+            match follows(&t.def, ix, p.eq.len(), &cols) {
+                Some(reverse) => {
+                    p.reverse = reverse;
+                    true
+                }
+                None => false,
             }
-            ok
         }
         None => {
             // A full read: the primary index (unless hidden) always; a
@@ -61,7 +61,7 @@ pub fn use_index_order(t: &mut TableRef, order_by: &[(BExpr, bool)], limited: bo
                 .enumerate()
                 .filter(|(i, ix)| (*i == 0 && !t.def.hidden_pk) || (limited && !ix.primary));
             for (i, ix) in candidates {
-                if follows(&t.def, ix, 0, &cols) {
+                if let Some(reverse) = follows(&t.def, ix, 0, &cols) {
                     t.path = (i > 0 || reverse).then(|| AccessPath {
                         index: i,
                         eq: Vec::new(),
@@ -78,19 +78,54 @@ pub fn use_index_order(t: &mut TableRef, order_by: &[(BExpr, bool)], limited: bo
     }
 }
 
-/// Whether `cols` (table positions), leaving out columns fixed by the
-/// first `fixed` index columns, are a prefix of the index's order after
-/// them.
-fn follows(def: &TableDef, ix: &IndexDef, fixed: usize, cols: &[usize]) -> bool {
-    let mut order = def.index_positions(ix);
+/// Positions and directions (true: descending) of an index's key columns,
+/// the primary key's appended for a secondary index.
+fn key_order(def: &TableDef, ix: &IndexDef) -> Vec<(usize, bool)> {
+    let mut order = Vec::new();
+    let mut add = |ix: &IndexDef| {
+        for (i, id) in ix.columns.iter().enumerate() {
+            if let Some(p) = def.position_of_id(*id) {
+                order.push((p, ix.desc_at(i)));
+            }
+        }
+    };
+    add(ix);
     if !ix.primary && !def.hidden_pk {
         if let Some(pk) = def.primary() {
-            order.extend(def.index_positions(pk));
+            add(pk);
         }
     }
+    order
+}
+
+/// Whether ORDER BY `cols` (table positions, descending?), leaving out
+/// columns fixed by the first `fixed` index columns, is a prefix of the
+/// index's order after them read forwards or backwards: `Some(backwards)`.
+/// Each column's direction must differ from the index's in the same way
+/// (`ORDER BY a, b DESC` follows `INDEX (a, b DESC)` forwards and
+/// `INDEX (a DESC, b)` backwards).
+fn follows(def: &TableDef, ix: &IndexDef, fixed: usize, cols: &[(usize, bool)]) -> Option<bool> {
+    let order = key_order(def, ix);
     let (eq, rest) = order.split_at(fixed.min(order.len()));
-    let wanted: Vec<usize> = cols.iter().copied().filter(|c| !eq.contains(c)).collect();
-    wanted.len() <= rest.len() && rest.iter().zip(&wanted).all(|(a, b)| a == b)
+    let wanted: Vec<(usize, bool)> = cols
+        .iter()
+        .copied()
+        .filter(|(c, _)| !eq.iter().any(|(e, _)| e == c))
+        .collect();
+    if wanted.len() > rest.len() {
+        return None;
+    }
+    let mut backwards = None;
+    for ((pos, ix_desc), (col, want_desc)) in rest.iter().zip(&wanted) {
+        if pos != col {
+            return None;
+        }
+        let b = ix_desc != want_desc;
+        if *backwards.get_or_insert(b) != b {
+            return None;
+        }
+    }
+    Some(backwards.unwrap_or(false))
 }
 
 #[cfg(test)]
@@ -108,6 +143,7 @@ mod tests {
             unique: primary,
             primary,
             visible_from: 0,
+            desc: Vec::new(),
         }
     }
 
@@ -149,15 +185,38 @@ mod tests {
     fn order_follows_the_index_after_fixed_columns() {
         let def = table();
         let (pk, ab) = (&def.indexes[0], &def.indexes[1]);
-        assert!(follows(&def, pk, 0, &[0]));
-        assert!(!follows(&def, pk, 0, &[1]));
-        assert!(follows(&def, ab, 0, &[1]));
-        assert!(follows(&def, ab, 0, &[1, 2]));
-        assert!(follows(&def, ab, 0, &[1, 2, 0])); // the primary key follows
-        assert!(!follows(&def, ab, 0, &[2]));
-        assert!(follows(&def, ab, 1, &[2])); // WHERE a = ? ORDER BY b
-        assert!(follows(&def, ab, 1, &[1, 2])); // a is fixed
-        assert!(!follows(&def, ab, 1, &[3]));
-        assert!(follows(&def, ab, 2, &[0]));
+        let asc = |cols: &[usize]| cols.iter().map(|c| (*c, false)).collect::<Vec<_>>();
+        assert_eq!(follows(&def, pk, 0, &asc(&[0])), Some(false));
+        assert_eq!(follows(&def, pk, 0, &asc(&[1])), None);
+        assert_eq!(follows(&def, ab, 0, &asc(&[1])), Some(false));
+        assert_eq!(follows(&def, ab, 0, &asc(&[1, 2])), Some(false));
+        assert_eq!(follows(&def, ab, 0, &asc(&[1, 2, 0])), Some(false)); // the primary key follows
+        assert_eq!(follows(&def, ab, 0, &asc(&[2])), None);
+        assert_eq!(follows(&def, ab, 1, &asc(&[2])), Some(false)); // WHERE a = ? ORDER BY b
+        assert_eq!(follows(&def, ab, 1, &asc(&[1, 2])), Some(false)); // a is fixed
+        assert_eq!(follows(&def, ab, 1, &asc(&[3])), None);
+        assert_eq!(follows(&def, ab, 2, &asc(&[0])), Some(false));
+        assert_eq!(follows(&def, ab, 0, &[(1, true), (2, true)]), Some(true));
+        assert_eq!(follows(&def, ab, 0, &[(1, false), (2, true)]), None);
+    }
+
+    #[test]
+    fn descending_index_columns_set_the_direction() {
+        let mut def = table();
+        def.indexes[1].desc = vec![false, true]; // INDEX (a, b DESC)
+        let ab = &def.indexes[1];
+        assert_eq!(follows(&def, ab, 0, &[(1, false), (2, true)]), Some(false));
+        assert_eq!(follows(&def, ab, 0, &[(1, true), (2, false)]), Some(true));
+        assert_eq!(follows(&def, ab, 0, &[(1, false), (2, false)]), None);
+        assert_eq!(follows(&def, ab, 1, &[(2, false)]), Some(true)); // WHERE a = ? ORDER BY b
+                                                                     // The primary key (ascending) after b DESC: ORDER BY a, b DESC, id.
+        assert_eq!(
+            follows(&def, ab, 0, &[(1, false), (2, true), (0, false)]),
+            Some(false)
+        );
+        assert_eq!(
+            follows(&def, ab, 0, &[(1, false), (2, true), (0, true)]),
+            None
+        );
     }
 }

@@ -88,6 +88,10 @@ pub fn partitions(
     let Some(first_col) = ix.columns.first() else {
         return Ok(None);
     };
+    if ix.desc_at(0) {
+        // The split below maps values to ascending keys.
+        return Ok(None);
+    }
     let Some(col) = t.def.columns.iter().find(|c| c.id == *first_col) else {
         return Ok(None);
     };

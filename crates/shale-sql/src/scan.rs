@@ -75,18 +75,19 @@ impl<'a> RowDecoder<'a> {
 pub struct EntryDecoder<'a> {
     def: &'a TableDef,
     index: &'a IndexDef,
-    /// Index columns in key order: (position in the row, type, read).
-    columns: Vec<(usize, &'a SqlType, bool)>,
+    /// Index columns in key order: (position in the row, type, read,
+    /// descending).
+    columns: Vec<(usize, &'a SqlType, bool, bool)>,
     /// Primary-key columns, likewise; empty if none is read.
-    pk: Vec<(usize, &'a SqlType, bool)>,
+    pk: Vec<(usize, &'a SqlType, bool, bool)>,
 }
 
 impl<'a> EntryDecoder<'a> {
     pub fn new(def: &'a TableDef, index: &'a IndexDef, needed: Option<&[bool]>) -> Result<Self> {
         let read = |p: usize| needed.is_none_or(|n| n.get(p).copied().unwrap_or(true));
-        let cols = |ix: &IndexDef| -> Result<Vec<(usize, &'a SqlType, bool)>> {
+        let cols = |ix: &IndexDef| -> Result<Vec<(usize, &'a SqlType, bool, bool)>> {
             let mut out = Vec::new();
-            for id in &ix.columns {
+            for (i, id) in ix.columns.iter().enumerate() {
                 let p = def.position_of_id(*id).ok_or_else(|| Error::RowCorrupt {
                     table: def.qualified(),
                     reason: format!("index {} names an unknown column", ix.name),
@@ -95,7 +96,7 @@ impl<'a> EntryDecoder<'a> {
                     table: def.qualified(),
                     reason: "column out of range".into(),
                 })?;
-                out.push((p, &c.ty, read(p)));
+                out.push((p, &c.ty, read(p), ix.desc_at(i)));
             }
             Ok(out)
         };
@@ -136,8 +137,8 @@ impl<'a> EntryDecoder<'a> {
 
     fn decode_inner(&self, key: &[u8], value: &[u8], row: &mut [Datum]) -> Option<()> {
         let mut rest = key.get(4..)?;
-        for (pos, ty, read) in &self.columns {
-            let (v, r) = keycodec::decode(rest, ty)?;
+        for (pos, ty, read, desc) in &self.columns {
+            let (v, r) = keycodec::decode_dir(rest, ty, *desc)?;
             if *read {
                 *row.get_mut(*pos)? = v;
             }
@@ -148,8 +149,8 @@ impl<'a> EntryDecoder<'a> {
         }
         // Unique form: the pk part is the value; else it ends the key.
         let mut rest = if value.is_empty() { rest } else { value };
-        for (pos, ty, read) in &self.pk {
-            let (v, r) = keycodec::decode(rest, ty)?;
+        for (pos, ty, read, desc) in &self.pk {
+            let (v, r) = keycodec::decode_dir(rest, ty, *desc)?;
             if *read {
                 *row.get_mut(*pos)? = v;
             }

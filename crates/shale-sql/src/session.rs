@@ -119,6 +119,14 @@ impl PreparedStatement {
     }
 }
 
+/// A table the open transaction wrote: the index generation its rows were
+/// written under, and the pin that keeps the table's schema versions from
+/// being swept until the transaction ends (schema_upgrade.rs).
+struct Written {
+    generation: u64,
+    _pin: crate::schema_upgrade::WriterPin,
+}
+
 /// One client's session.
 pub struct Session {
     shared: Arc<Shared>,
@@ -133,7 +141,7 @@ pub struct Session {
     next_isolation: Option<Isolation>,
     lock_wait: Duration,
     /// Tables written by the open transaction, with their index generation.
-    written: HashMap<u32, u64>,
+    written: HashMap<u32, Written>,
     interrupt: Option<Arc<AtomicBool>>,
     /// The statement being run is `SET SESSION TRANSACTION ...`.
     session_scope_set: bool,
@@ -438,10 +446,10 @@ impl Session {
     fn commit_checked(
         catalog: &crate::catalog::Catalog,
         txn: Txn,
-        written: &HashMap<u32, u64>,
+        written: &HashMap<u32, Written>,
     ) -> Result<()> {
-        for (table, generation) in written {
-            if catalog.index_generation(*table) != Some(*generation) {
+        for (table, w) in written {
+            if catalog.index_generation(*table) != Some(w.generation) {
                 txn.rollback();
                 return Err(Error::TableDefinitionChanged);
             }
@@ -835,11 +843,21 @@ impl Session {
             },
             other => other,
         };
+        // Pinned under the schema lock, so a sweep never misses a
+        // transaction whose rows it has not seen (schema_upgrade.rs).
+        if let (true, Ok((_, tables))) = (in_explicit, &result) {
+            for (t, g) in tables {
+                self.written.entry(*t).or_insert_with(|| Written {
+                    generation: *g,
+                    _pin: shared.catalog.upgrade.pin_writer(*t),
+                });
+            }
+        }
         drop(schema);
         if let Some(f) = &self.interrupt {
             f.store(false, Ordering::Relaxed);
         }
-        let (out, tables) = match result {
+        let (out, _) = match result {
             Ok(r) => r,
             Err(e) => {
                 if !in_explicit || e.aborts_transaction() {
@@ -855,11 +873,6 @@ impl Session {
             _ => None,
         } {
             self.facts.last_insert_id = id;
-        }
-        if in_explicit {
-            for (t, g) in tables {
-                self.written.entry(t).or_insert(g);
-            }
         }
         Ok(out)
     }
@@ -998,62 +1011,8 @@ impl Session {
                 };
                 Ok(Some(show::indexes(&def)))
             }
-            ["CHECK", "TABLE", ..] => {
-                let raw = sql.trim().trim_end_matches(';');
-                let list = raw
-                    .get(raw.to_ascii_uppercase().find("TABLE").map_or(0, |p| p + 5)..)
-                    .unwrap_or_default();
-                let mut rows = Vec::new();
-                for name in list
-                    .split(',')
-                    .map(|n| n.trim().trim_matches('`'))
-                    .filter(|n| !n.is_empty())
-                {
-                    let (db, table) = match name.split_once('.') {
-                        Some((d, t)) => (
-                            d.trim_matches('`').to_owned(),
-                            t.trim_matches('`').to_owned(),
-                        ),
-                        None => (
-                            self.current_database().ok_or(Error::NoDatabase)?.to_owned(),
-                            name.to_owned(),
-                        ),
-                    };
-                    let qualified = format!("{db}.{table}");
-                    let op = Datum::text("check");
-                    match self.cat().table(&db, &table) {
-                        Err(e) => rows.push(vec![
-                            Datum::text(&qualified),
-                            op.clone(),
-                            Datum::text("Error"),
-                            Datum::text(&e.to_string()),
-                        ]),
-                        Ok(def) => {
-                            let _schema = self.shared.catalog.schema.read();
-                            let problems = crate::check::check_table(self.cat(), &def)?;
-                            if problems.is_empty() {
-                                rows.push(vec![
-                                    Datum::text(&qualified),
-                                    op.clone(),
-                                    Datum::text("status"),
-                                    Datum::text("OK"),
-                                ]);
-                            }
-                            for p in problems {
-                                rows.push(vec![
-                                    Datum::text(&qualified),
-                                    op.clone(),
-                                    Datum::text("error"),
-                                    Datum::text(&p),
-                                ]);
-                            }
-                        }
-                    }
-                }
-                Ok(Some(Output::text_rows(
-                    &["Table", "Op", "Msg_type", "Msg_text"],
-                    rows,
-                )))
+            ["CHECK" | "OPTIMIZE", ..] => {
+                crate::maintenance::statement(self.cat(), self.current_database(), sql)
             }
             ["SHOW", "WARNINGS" | "ERRORS", ..] => Ok(Some(Output::text_rows(
                 &["Level", "Code", "Message"],
@@ -1117,8 +1076,11 @@ impl Session {
                     .take()
                     .ok_or_else(|| Error::XaState("no active XA transaction".into()))?;
                 self.explicit = false;
-                self.written.clear();
+                // The pins go only once the engine lists the transaction as
+                // prepared (a sweep defers while one is, schema_upgrade.rs).
+                let written = std::mem::take(&mut self.written);
                 txn.prepare(&x)?;
+                drop(written);
                 // A prepared transaction lives in the engine until XA COMMIT.
                 drop(txn);
                 Ok(Some(Output::affected(0)))

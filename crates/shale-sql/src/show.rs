@@ -158,8 +158,12 @@ pub fn create_table(def: &TableDef) -> Output {
         let cols: Vec<String> = ix
             .columns
             .iter()
-            .filter_map(|id| def.columns.iter().find(|c| c.id == *id))
-            .map(|c| quote_ident(&c.name))
+            .enumerate()
+            .filter_map(|(i, id)| {
+                let c = def.columns.iter().find(|c| c.id == *id)?;
+                let dir = if ix.desc_at(i) { " DESC" } else { "" };
+                Some(format!("{}{dir}", quote_ident(&c.name)))
+            })
             .collect();
         let cols = cols.join(",");
         lines.push(if ix.primary {
@@ -196,7 +200,7 @@ pub fn indexes(def: &TableDef) -> Output {
                 text(&ix.name),
                 Datum::Int(seq as i64 + 1),
                 opt_text(c.map(|c| c.name.as_str())),
-                text("A"),
+                text(if ix.desc_at(seq) { "D" } else { "A" }),
                 text(if c.is_some_and(|c| c.nullable) {
                     "YES"
                 } else {
