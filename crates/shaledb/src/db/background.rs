@@ -404,17 +404,34 @@ fn compact_once(inner: &Arc<DbInner>, full: bool) -> Result<bool> {
     };
     let Some(p) = picked else { return Ok(false) };
     let cf = p.cf;
-    let result = run_merge(
-        inner.versions.space(),
+    run_compaction(
+        inner,
+        cf,
         spec(inner, cf, p.upper, p.lower, p.output_level, 0),
-    )
-    .and_then(|r| {
+        true,
+    )?;
+    Ok(true)
+}
+
+/// Runs one compaction whose caller set `compaction_running` (and, with
+/// `release_l1`, marked L1 of `cf` busy), installs its edit and hands the
+/// turn back. Returns the merge's result once installed; its compaction
+/// filter ends only then (compaction/filter.rs).
+pub(super) fn run_compaction(
+    inner: &Arc<DbInner>,
+    cf: CfId,
+    spec: MergeSpec,
+    release_l1: bool,
+) -> Result<MergeResult> {
+    let result = run_merge(inner.versions.space(), spec).and_then(|r| {
         inner.versions.space().sync_files(&r.files_written)?;
         crate::blob::note_dead(inner, std::iter::once(&r))?;
         Ok(r)
     });
     let mut st = inner.state.lock();
-    st.l1_busy.remove(&cf);
+    if release_l1 {
+        st.l1_busy.remove(&cf);
+    }
     st.compaction_running = false;
     let outcome = result.and_then(|r| {
         let mut edit = VersionEdit::default();
@@ -432,14 +449,16 @@ fn compact_once(inner: &Arc<DbInner>, full: bool) -> Result<bool> {
         }
     });
     match outcome {
-        Ok(r) => {
+        Ok(mut r) => {
             install_super_version(inner, &st);
-            drop(r); // its filter ends after the install (see the flush above)
+            // The job's filter ends after the install (see the flush above).
+            drop(std::mem::take(&mut r.filter));
             inner.bg_cv.notify_all();
             drop(st);
-            Ok(true)
+            Ok(r)
         }
         Err(e) => {
+            inner.bg_cv.notify_all();
             drop(st);
             job_failed(inner, e)
         }

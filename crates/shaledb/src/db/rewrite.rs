@@ -13,14 +13,11 @@
 //! the bottom of one window must not uncover an older version of its key
 //! left in the next.
 
-use super::background::{
-    add_to_edit, check_bg, compact_all, install_super_version, job_failed, release_all, spec,
-};
+use super::background::{check_bg, compact_all, run_compaction, spec};
 use super::{CfId, DbInner};
-use crate::compaction::{run_merge, Source};
+use crate::compaction::Source;
 use crate::error::{Error, Result};
-use crate::version::{Extent, VersionEdit};
-use std::sync::atomic::Ordering;
+use crate::version::Extent;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -89,44 +86,9 @@ pub(crate) fn rewrite_range(
             0,
         );
         s.force_rewrite = true;
-        let result = run_merge(inner.versions.space(), s).and_then(|r| {
-            inner.versions.space().sync_files(&r.files_written)?;
-            crate::blob::note_dead(inner, std::iter::once(&r))?;
-            Ok(r)
-        });
-        let mut st = inner.state.lock();
-        st.compaction_running = false;
-        let outcome = result.and_then(|r| {
-            let mut edit = VersionEdit::default();
-            add_to_edit(&mut edit, cf, &r);
-            inner.stats.compactions.fetch_add(1, Ordering::Relaxed);
-            inner.stats.record_merge(&r, false);
-            edit.lifetime_counters = Some(inner.stats.lifetime(&inner.visible_sequence));
-            match inner.versions.log_and_apply(edit) {
-                Ok(_) => Ok(r),
-                Err(e) => {
-                    release_all(inner, std::slice::from_ref(&r));
-                    Err(e)
-                }
-            }
-        });
-        match outcome {
-            Ok(r) => {
-                install_super_version(inner, &st);
-                inner.bg_cv.notify_all();
-                drop(st);
-                stats.extents_rewritten += n;
-                stats.values_changed += r.values_changed;
-                // `r` (and the job's filter with it) is dropped only now,
-                // after the edit is installed.
-                drop(r);
-            }
-            Err(e) => {
-                inner.bg_cv.notify_all();
-                drop(st);
-                return job_failed(inner, e);
-            }
-        }
+        let r = run_compaction(inner, cf, s, false)?;
+        stats.extents_rewritten += n;
+        stats.values_changed += r.values_changed;
     }
 }
 
