@@ -113,6 +113,16 @@ fn generated_root_password_and_grants() {
     assert_eq!(s.ok("app", "apppw", "SELECT id FROM shop.t"), "id\n7\n");
     let e = s.fails("app", "apppw", "USE shop; INSERT INTO t VALUES (8)");
     assert!(e.contains("ERROR 1142 (42000)"), "{e}");
+    // CHECK TABLE needs SELECT, OPTIMIZE TABLE INSERT, in the table's database.
+    assert!(s
+        .ok("app", "apppw", "CHECK TABLE shop.t")
+        .contains("status\tOK"));
+    let e = s.fails("app", "apppw", "OPTIMIZE TABLE shop.t");
+    assert!(e.contains("ERROR 1142 (42000)"), "{e}");
+    let e = s.fails("app", "apppw", "USE shop; OPTIMIZE TABLE t");
+    assert!(e.contains("ERROR 1142 (42000)"), "{e}");
+    let e = s.fails("app", "apppw", "CHECK TABLE mysql.user");
+    assert!(e.contains("ERROR 1142"), "{e}");
     assert_eq!(
         s.ok("app", "apppw", "SHOW GRANTS"),
         "Grants for app@%\nGRANT USAGE ON *.* TO `app`@`%`\nGRANT SELECT ON `shop`.* TO `app`@`%`\n"

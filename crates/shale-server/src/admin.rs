@@ -36,6 +36,20 @@ pub struct AdminContext<'a> {
 
 /// Runs `stmt` if it is a server-level statement.
 pub fn run(stmt: &str, ctx: &AdminContext<'_>) -> Option<Result<Reply, SqlError>> {
+    // Every statement passes here: lex it whole only if its first words
+    // name a statement handled below.
+    let words = lex::first_words(stmt, 2);
+    let word = |i: usize| words.get(i).map_or("", String::as_str);
+    let ours = match word(0) {
+        "SHOW" | "KILL" | "GRANT" | "REVOKE" | "SELECT" => true,
+        "CREATE" | "DROP" | "ALTER" => word(1) == "USER",
+        "SET" => word(1) == "PASSWORD",
+        "FLUSH" => word(1) == "PRIVILEGES",
+        _ => false,
+    };
+    if !ours {
+        return None;
+    }
     let toks = lex::tokens(stmt)?;
     let mut p = Parser {
         toks: &toks,
@@ -82,20 +96,21 @@ pub fn check_privilege(
     account: &Account,
     current_db: Option<&str>,
 ) -> Result<(), SqlError> {
-    let Some(toks) = lex::tokens(stmt) else {
-        return Ok(()); // the SQL layer reports the syntax error
-    };
     let Some((bit, name)) = needed_privilege(stmt) else {
         return Ok(());
     };
-    let first = toks
-        .first()
-        .and_then(Token::text)
-        .unwrap_or_default()
-        .to_ascii_uppercase();
-    // A SELECT without FROM reads no table.
-    if bit == privs::SELECT && first == "SELECT" && !toks.iter().any(|t| t.is("FROM")) {
-        return Ok(());
+    // A SELECT without FROM reads no table (only a SELECT is lexed whole).
+    if bit == privs::SELECT
+        && lex::first_words(stmt, 1)
+            .first()
+            .is_some_and(|w| w == "SELECT")
+    {
+        let Some(toks) = lex::tokens(stmt) else {
+            return Ok(()); // the SQL layer reports the syntax error
+        };
+        if !toks.iter().any(|t| t.is("FROM")) {
+            return Ok(());
+        }
     }
     if account.allows(bit, current_db, None) {
         return Ok(());
@@ -129,22 +144,22 @@ pub fn check_privilege_on(
 
 /// The privilege a table statement needs, by its first words.
 fn needed_privilege(stmt: &str) -> Option<(u64, &'static str)> {
-    let toks = lex::tokens(stmt)?;
-    let word = |i: usize| toks.get(i).and_then(Token::text).unwrap_or_default();
-    let first = word(0).to_ascii_uppercase();
+    let words = lex::first_words(stmt, 3);
+    let word = |i: usize| words.get(i).map_or("", String::as_str);
+    let first = word(0).to_owned();
     Some(match first.as_str() {
-        "SELECT" | "WITH" | "EXPLAIN" | "DESCRIBE" | "DESC" | "TABLE" | "VALUES" => {
+        "SELECT" | "WITH" | "EXPLAIN" | "DESCRIBE" | "DESC" | "TABLE" | "VALUES" | "CHECK" => {
             (privs::SELECT, "SELECT")
         }
-        "INSERT" | "REPLACE" => (privs::INSERT, "INSERT"),
+        // MySQL's OPTIMIZE TABLE needs SELECT and INSERT; it rewrites rows.
+        "INSERT" | "REPLACE" | "OPTIMIZE" => (privs::INSERT, "INSERT"),
         "UPDATE" => (privs::UPDATE, "UPDATE"),
         "DELETE" => (privs::DELETE, "DELETE"),
         "TRUNCATE" => (privs::DROP, "DROP"),
         "ALTER" => (privs::ALTER, "ALTER"),
         "CREATE" | "DROP" => {
-            let what = word(1).to_ascii_uppercase();
-            let index =
-                what == "INDEX" || (what == "UNIQUE" && word(2).eq_ignore_ascii_case("INDEX"));
+            let what = word(1);
+            let index = what == "INDEX" || (what == "UNIQUE" && word(2) == "INDEX");
             match (first.as_str(), index) {
                 (_, true) => (privs::INDEX, "INDEX"),
                 ("CREATE", false) => (privs::CREATE, "CREATE"),

@@ -21,12 +21,12 @@ use std::collections::HashMap;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
-/// CHECK TABLE or OPTIMIZE TABLE (`None` for any other statement).
-pub(crate) fn statement(
-    cat: &Catalog,
-    current_db: Option<&str>,
-    sql: &str,
-) -> Result<Option<Output>> {
+/// A table as a statement names it: (database if qualified, table).
+pub(crate) type TableName = (Option<String>, String);
+
+/// The operation ("check" or "optimize") and the tables, as (database if
+/// qualified, table), of a CHECK TABLE or OPTIMIZE TABLE statement.
+pub(crate) fn table_list(sql: &str) -> Option<(&'static str, Vec<TableName>)> {
     let raw = sql.trim().trim_end_matches(';').trim_end();
     let upper = raw.to_ascii_uppercase();
     let mut words = upper.split_whitespace();
@@ -38,27 +38,41 @@ pub(crate) fn statement(
         {
             "optimize"
         }
-        _ => return Ok(None),
+        _ => return None,
     };
     let list = upper
         .find("TABLE")
         .and_then(|p| raw.get(p + 5..))
         .unwrap_or_default();
-    let mut rows = Vec::new();
-    for name in list
+    let tables = list
         .split(',')
         .map(|n| n.trim().trim_matches('`'))
         .filter(|n| !n.is_empty())
-    {
-        let (db, table) = match name.split_once('.') {
+        .map(|name| match name.split_once('.') {
             Some((d, t)) => (
-                d.trim_matches('`').to_owned(),
+                Some(d.trim_matches('`').to_owned()),
                 t.trim_matches('`').to_owned(),
             ),
-            None => (
-                current_db.ok_or(Error::NoDatabase)?.to_owned(),
-                name.to_owned(),
-            ),
+            None => (None, name.to_owned()),
+        })
+        .collect();
+    Some((op, tables))
+}
+
+/// CHECK TABLE or OPTIMIZE TABLE (`None` for any other statement).
+pub(crate) fn statement(
+    cat: &Catalog,
+    current_db: Option<&str>,
+    sql: &str,
+) -> Result<Option<Output>> {
+    let Some((op, tables)) = table_list(sql) else {
+        return Ok(None);
+    };
+    let mut rows = Vec::new();
+    for (db, table) in tables {
+        let db = match db {
+            Some(d) => d,
+            None => current_db.ok_or(Error::NoDatabase)?.to_owned(),
         };
         let qualified = format!("{db}.{table}");
         let mut row = |kind: &str, text: &str| {

@@ -159,6 +159,9 @@ fn isolation_name(i: Isolation) -> &'static str {
 /// if it does not parse (executing it reports the syntax error). The
 /// server checks privileges against these.
 pub fn relations(sql: &str) -> Vec<(Option<String>, String)> {
+    if let Some((_, tables)) = crate::maintenance::table_list(sql) {
+        return tables;
+    }
     match parse(&normalize(sql)) {
         Ok(stmts) => relations_of(&stmts),
         Err(_) => Vec::new(),

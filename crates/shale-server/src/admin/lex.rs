@@ -93,6 +93,31 @@ pub fn tokens(s: &str) -> Option<Vec<Token>> {
     Some(out)
 }
 
+/// The first `n` words of `s`, upper-cased, as [`tokens`] would start:
+/// it stops at the first token that is not a word. Reads only as far as
+/// it needs, so the server classifies a multi-megabyte INSERT by its first
+/// word without lexing the rest.
+pub fn first_words(s: &str, n: usize) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = s;
+    while out.len() < n {
+        rest = rest.trim_start();
+        let end = rest
+            .find(|c: char| !(c.is_alphanumeric() || c == '_' || c == '$'))
+            .unwrap_or(rest.len());
+        // `tokens` reads a leading digit as a number, not a word.
+        let Some((w, r)) = rest
+            .split_at_checked(end)
+            .filter(|(w, _)| !w.is_empty() && !w.starts_with(|c: char| c.is_ascii_digit()))
+        else {
+            break;
+        };
+        out.push(w.to_ascii_uppercase());
+        rest = r;
+    }
+    out
+}
+
 /// Splits `sql` into statements at `;` outside quotes and comments
 /// (`-- `, `#`, `/* */`). Empty statements are dropped; each statement is
 /// trimmed.
@@ -182,6 +207,35 @@ mod tests {
             split_statements("select 1 /* x; y"),
             vec!["select 1 /* x; y"]
         );
+    }
+
+    #[test]
+    fn first_words_stop_at_the_first_other_token() {
+        assert_eq!(
+            first_words("  insert INTO t VALUES ('x')", 2),
+            ["INSERT", "INTO"]
+        );
+        assert_eq!(first_words("SELECT*FROM t", 3), ["SELECT"]);
+        assert_eq!(first_words("/* c */ SELECT 1", 2), Vec::<String>::new());
+        assert_eq!(first_words("create user", 5), ["CREATE", "USER"]);
+        assert_eq!(first_words("7 x", 1), Vec::<String>::new());
+        for s in [
+            "KILL 7",
+            "SHOW GRANTS",
+            "SET PASSWORD = 'x'",
+            "DROP TABLE t",
+        ] {
+            let t: Vec<String> = tokens(s)
+                .unwrap()
+                .iter()
+                .map_while(|t| match t {
+                    Token::Word(w) => Some(w.to_ascii_uppercase()),
+                    _ => None,
+                })
+                .take(2)
+                .collect();
+            assert_eq!(first_words(s, 2), t, "{s}");
+        }
     }
 
     #[test]
