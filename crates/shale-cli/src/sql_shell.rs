@@ -53,6 +53,36 @@ fn print_table(out: &mut dyn Write, names: &[String], rows: &[Vec<String>]) -> s
     writeln!(out, "{line}")
 }
 
+/// Prints a streamed result as `mysql --batch` does: a header line, then
+/// tab-separated rows.
+struct BatchSink<'a> {
+    out: &'a mut dyn Write,
+    /// The write error that stopped the statement.
+    failed: Option<std::io::Error>,
+}
+
+impl BatchSink<'_> {
+    fn write(&mut self, line: &str) -> shale_sql::Result<()> {
+        writeln!(self.out, "{line}").map_err(|e| {
+            self.failed = Some(e);
+            // Stops the statement; the caller reports the write error.
+            shale_sql::Error::Interrupted
+        })
+    }
+}
+
+impl shale_sql::ResultSink for BatchSink<'_> {
+    fn columns(&mut self, columns: &[shale_sql::ColumnMeta]) -> shale_sql::Result<()> {
+        let names: Vec<&str> = columns.iter().map(|c| c.name.as_str()).collect();
+        self.write(&names.join("\t"))
+    }
+
+    fn row(&mut self, row: Vec<Datum>) -> shale_sql::Result<()> {
+        let cells: Vec<String> = row.iter().map(cell).collect();
+        self.write(&cells.join("\t"))
+    }
+}
+
 /// Runs `sql` (one or more statements); false after the first error.
 pub fn run_text(
     session: &mut shale_sql::Session,
@@ -71,7 +101,22 @@ pub fn run_text(
         let line = first_line + sql.get(..at).map_or(0, |p| p.matches('\n').count());
         offset = at + stmt.len();
         let started = Instant::now();
-        match session.execute(stmt) {
+        // Batch output needs no column widths: rows print as they come
+        // (a spilled ORDER BY streams from its merge, never held whole).
+        let mut sink = BatchSink {
+            out: &mut *out,
+            failed: None,
+        };
+        let result = if batch {
+            session.execute_streaming(stmt, &mut sink)
+        } else {
+            session.execute(stmt)
+        };
+        if let Some(e) = sink.failed.take() {
+            return Err(e);
+        }
+        match result {
+            Ok(Output::Rows { columns, .. }) if batch && columns.is_empty() => {}
             Ok(Output::Rows { columns, rows }) => {
                 let names: Vec<String> = columns.iter().map(|c| c.name.clone()).collect();
                 let cells: Vec<Vec<String>> =

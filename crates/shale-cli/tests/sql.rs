@@ -67,6 +67,40 @@ fn sql_from_argument_and_stdin() {
     );
 }
 
+/// `--batch` prints rows as they come: a sort spilled with the minimum
+/// sort buffer streams out of its merge, in order, and leaves no run file.
+#[test]
+fn batch_output_streams_a_spilled_sort() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let digits: Vec<String> = (0..10).map(|x| format!("({x})")).collect();
+    let script = format!(
+        "CREATE DATABASE b; USE b; CREATE TABLE d (x INT PRIMARY KEY); \
+         INSERT INTO d VALUES {}; \
+         CREATE TABLE t (id INT PRIMARY KEY, s VARCHAR(20)); \
+         INSERT INTO t SELECT a.x * 100 + b.x * 10 + c.x, \
+           CONCAT('r', (a.x * 100 + b.x * 10 + c.x) * 37 % 101) FROM d a, d b, d c; \
+         SET sort_buffer_size = 32768; \
+         SELECT id, s FROM t ORDER BY s DESC, id; \
+         SHOW VARIABLES LIKE 'sort_buffer_size'",
+        digits.join(", ")
+    );
+    let (ok, out, err) = shale(&db, &["sql", "--batch", "-e", &script], "");
+    assert!(ok, "{err}");
+    let mut rows: Vec<(i64, String)> = (0..1000)
+        .map(|i| (i, format!("r{}", i * 37 % 101)))
+        .collect();
+    rows.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    let mut want = String::from("id\ts\n");
+    for (id, s) in rows {
+        want.push_str(&format!("{id}\t{s}\n"));
+    }
+    want.push_str("Variable_name\tValue\nsort_buffer_size\t32768\n");
+    assert_eq!(out, want);
+    let left = std::fs::read_dir(db.join("tmp")).map_or(0, |d| d.count());
+    assert_eq!(left, 0, "run files left behind");
+}
+
 /// The interactive shell on a terminal (a pseudo-terminal from util-linux's
 /// `script`): each line is typed once its prompt is shown; a statement over
 /// two lines, an error that does not end the shell, history saved.

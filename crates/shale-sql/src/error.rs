@@ -94,6 +94,10 @@ pub enum Error {
     DictionaryCorrupt { what: String, reason: String },
     #[error("corrupt row in table {table}: {reason}")]
     RowCorrupt { table: String, reason: String },
+    /// A temporary file of a spilled sort, grouping or join failed or
+    /// came back damaged (MySQL's ER_ERROR_ON_READ/WRITE family).
+    #[error("Error on temporary file '{path}': {reason}")]
+    TempFile { path: String, reason: String },
     #[error("storage engine: {0}")]
     Engine(#[from] shaledb::Error),
 }
@@ -148,6 +152,7 @@ impl Error {
             Error::UnknownXid => 1397,
             Error::XaState(_) => 1399,
             Error::DictionaryCorrupt { .. } | Error::RowCorrupt { .. } => 1105,
+            Error::TempFile { .. } => 1105,
             Error::Engine(e) => match e {
                 shaledb::Error::LockTimeout { .. } => 1205,
                 shaledb::Error::Deadlock { .. }

@@ -6,18 +6,19 @@
 //! LIMIT), DISTINCT and OFFSET/LIMIT. Plans come from `select.rs`.
 
 use crate::access::{self, KeyRange};
-use crate::aggregate::{AggState, Groups};
 use crate::catalog::{Catalog, TableDef};
 use crate::error::{Error, Result};
 use crate::expr::{BExpr, EvalCx, SubqueryCache};
 use crate::index;
 use crate::output::{conform, ColumnMeta};
+use crate::result::{Collect, Pipeline, ResultSink, Shape};
 use crate::select::SelectPlan;
-use crate::types::{sort_order, Datum, Decimal};
+use crate::sort::{row_bytes, Limits};
+use crate::types::{Datum, Decimal};
 use shaledb::txn::Txn;
 use std::cell::RefCell;
-use std::cmp::Ordering;
 use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
 
 /// Executes plans inside a transaction.
@@ -39,7 +40,17 @@ pub struct Executor<'a> {
     pub allow_parallel: bool,
     /// Counts the scans that ran in parallel.
     pub parallel_scans: Option<&'a std::sync::atomic::AtomicU64>,
+    /// Memory bounds and the temporary directory (session variables).
+    pub limits: Limits,
 }
+
+/// What a hash-table entry costs beyond its row and keys (the map slot,
+/// the key's and primary key's vectors), as `join_buffer_size` counts it.
+const HASH_ENTRY_BYTES: usize = 64;
+
+/// The temporary directory under the data directory (MySQL's `tmpdir`),
+/// emptied of run files when the database opens.
+pub const TMP_DIR: &str = "tmp";
 
 /// A row source for the first table, replacing its access path (rows
 /// already read and locked by UPDATE/DELETE/FOR UPDATE).
@@ -72,6 +83,7 @@ impl<'a> Executor<'a> {
             hash_tables: RefCell::new(HashMap::new()),
             allow_parallel: false,
             parallel_scans: None,
+            limits: Limits::default(),
         }
     }
 
@@ -101,7 +113,7 @@ impl<'a> Executor<'a> {
         r.map(|(_, rows)| rows)
     }
 
-    fn check_interrupt(&self) -> Result<()> {
+    pub(crate) fn check_interrupt(&self) -> Result<()> {
         if self
             .interrupt
             .is_some_and(|f| f.load(AtomicOrdering::Relaxed))
@@ -215,7 +227,7 @@ impl<'a> Executor<'a> {
         }
         let range = self.with_cx(&[], |cx| access::key_range(&t.def, None, &[], cx))?;
         let mut table = HashTable::new();
-        let mut rows = 0usize;
+        let mut bytes = 0usize;
         let complete = self.read_range(&t.def, t.needed.as_deref(), &range, &mut |k, r| {
             let key: Vec<Datum> = h
                 .inner
@@ -223,10 +235,11 @@ impl<'a> Executor<'a> {
                 .map(|c| r.get(*c).cloned().unwrap_or(Datum::Null))
                 .collect();
             if !key.iter().any(Datum::is_null) {
-                table.entry(group_key(&key)).or_default().push((k, r));
+                let key = group_key(&key);
+                bytes += row_bytes(&r) + k.len() + key.len() + HASH_ENTRY_BYTES;
+                table.entry(key).or_default().push((k, r));
             }
-            rows += 1;
-            Ok(rows < crate::join::MAX_BUILD_ROWS)
+            Ok(bytes <= self.limits.join_buffer)
         })?;
         let built = complete.then(|| std::rc::Rc::new(table));
         self.hash_tables.borrow_mut().insert(id, built.clone());
@@ -263,7 +276,7 @@ impl<'a> Executor<'a> {
         Ok(())
     }
 
-    fn passes(&self, conds: &[BExpr], row: &[Datum]) -> Result<bool> {
+    pub(crate) fn passes(&self, conds: &[BExpr], row: &[Datum]) -> Result<bool> {
         for c in conds {
             if self.with_cx(&[], |cx| c.eval(row, cx))?.truth() != Some(true) {
                 return Ok(false);
@@ -384,54 +397,85 @@ impl<'a> Executor<'a> {
         self.run_with(plan, None)
     }
 
-    pub fn run_with(
+    pub fn run_with(&self, plan: &SelectPlan, first: Option<&Rows>) -> Result<ResultSet> {
+        let mut c = Collect::default();
+        self.stream(plan, first, &mut c)?;
+        Ok(c.finish())
+    }
+
+    /// The directory run files go to (`tmpdir`).
+    pub fn tmpdir(&self) -> PathBuf {
+        self.limits
+            .tmpdir
+            .clone()
+            .unwrap_or_else(|| self.cat.engine().path().join(TMP_DIR))
+    }
+
+    fn pipeline<'s>(
+        &self,
+        plan: &SelectPlan,
+        sorted: bool,
+        columns: Vec<ColumnMeta>,
+        plain: bool,
+        sink: &'s mut dyn ResultSink,
+    ) -> Result<Pipeline<'a, 's>> {
+        let desc = if sorted {
+            Vec::new()
+        } else {
+            plan.order_by.iter().map(|(_, d)| *d).collect()
+        };
+        let shape = Shape {
+            columns,
+            desc,
+            distinct: plan.distinct,
+            offset: plan.offset,
+            limit: plan.limit,
+            plain,
+            sort_buffer: self.limits.sort_buffer,
+            tmpdir: self.tmpdir(),
+            interrupt: self.interrupt,
+        };
+        Pipeline::new(shape, sink)
+    }
+
+    /// Runs a SELECT, handing its columns and rows to `sink` (rows of a
+    /// spilled sort stream out of the merge; see `result.rs`).
+    pub fn stream(
         &self,
         plan: &SelectPlan,
         first: Option<&Rows>,
-    ) -> Result<(Vec<ColumnMeta>, Vec<Vec<Datum>>)> {
+        sink: &mut dyn ResultSink,
+    ) -> Result<()> {
         if !plan.unions.is_empty() {
-            return self.run_union(plan);
+            return self.run_union(plan, sink);
         }
-        let mut out: Vec<(Vec<Datum>, Vec<Datum>)> = Vec::new();
         let sorted = plan.ordered && first.is_none() && self.first_range_ordered(plan)?;
+        let columns = plan.projection.iter().map(|c| c.meta.clone()).collect();
+        // Values of plain table columns always fit their declared types.
+        let plain = !plan.aggregate
+            && plan
+                .projection
+                .iter()
+                .all(|c| matches!(c.expr, BExpr::Col(_)) && !c.meta.org_name.is_empty());
+        let mut out = self.pipeline(plan, sorted, columns, plain, sink)?;
         if plan.aggregate {
             self.aggregate(plan, first, &mut out)?;
-        } else {
-            let wanted = plan
-                .limit
-                .filter(|_| !plan.distinct)
-                .map(|l| usize::try_from(l.saturating_add(plan.offset)).unwrap_or(usize::MAX));
-            // In order: stop after LIMIT + OFFSET rows. Otherwise under a
-            // LIMIT keep only the best rows seen so far (a top-N sort).
-            let (stop_at, top_n) = match wanted {
-                Some(w) if plan.order_by.is_empty() || sorted => (Some(w), None),
-                Some(w) => (None, Some(w)),
-                None => (None, None),
-            };
-            if plan.tables.is_empty() {
-                let row: Vec<Datum> = Vec::new();
-                if self.passes(&plan.filter, &row)? {
-                    out.push(self.project(plan, &row, &[])?);
-                }
-            } else {
-                self.for_each_row(plan, first, &mut |row, _| {
-                    out.push(self.project(plan, row, &[])?);
-                    if let Some(n) = top_n {
-                        if out.len() >= n.saturating_mul(2).max(TOP_N_SLACK) {
-                            keep_best(plan, &mut out, n);
-                        }
-                    }
-                    Ok(stop_at.is_none_or(|s| out.len() < s))
-                })?;
+        } else if plan.tables.is_empty() {
+            let row: Vec<Datum> = Vec::new();
+            if self.passes(&plan.filter, &row)? {
+                let (keys, vals) = self.project(plan, &row, &[])?;
+                out.push(keys, vals)?;
             }
+        } else {
+            self.for_each_row(plan, first, &mut |row, _| {
+                let (keys, vals) = self.project(plan, row, &[])?;
+                out.push(keys, vals)
+            })?;
         }
-        let mut rows = finish(plan, out, sorted);
-        let mut columns: Vec<ColumnMeta> = plan.projection.iter().map(|c| c.meta.clone()).collect();
-        conform(&mut columns, &mut rows);
-        Ok((columns, rows))
+        out.finish()
     }
 
-    fn run_union(&self, plan: &SelectPlan) -> Result<ResultSet> {
+    fn run_union(&self, plan: &SelectPlan, sink: &mut dyn ResultSink) -> Result<()> {
         let mut columns = None;
         let mut rows: Vec<Vec<Datum>> = Vec::new();
         for (arm, all) in &plan.unions {
@@ -446,34 +490,27 @@ impl<'a> Executor<'a> {
             }
         }
         let mut columns = columns.unwrap_or_default();
-        let keyed: Vec<(Vec<Datum>, Vec<Datum>)> = rows
-            .into_iter()
-            .map(|r| {
-                let keys = plan
-                    .order_by
-                    .iter()
-                    .map(|(e, _)| match e {
-                        BExpr::Col(i) => r.get(*i).cloned().unwrap_or(Datum::Null),
-                        _ => Datum::Null,
-                    })
-                    .collect();
-                (keys, r)
-            })
-            .collect();
-        let mut rows = finish(
-            &SelectPlan {
-                unions: Vec::new(),
-                ..plan.clone()
-            },
-            keyed,
-            false,
-        );
         conform(&mut columns, &mut rows);
-        Ok((columns, rows))
+        // Conformed: every value fits its column, so rows may stream.
+        let mut out = self.pipeline(plan, false, columns, true, sink)?;
+        for r in rows {
+            let keys = plan
+                .order_by
+                .iter()
+                .map(|(e, _)| match e {
+                    BExpr::Col(i) => r.get(*i).cloned().unwrap_or(Datum::Null),
+                    _ => Datum::Null,
+                })
+                .collect();
+            if !out.push(keys, r)? {
+                break;
+            }
+        }
+        out.finish()
     }
 
     /// The projected values and ORDER BY keys of one (grouped) row.
-    fn project(
+    pub(crate) fn project(
         &self,
         plan: &SelectPlan,
         row: &[Datum],
@@ -490,101 +527,6 @@ impl<'a> Executor<'a> {
             }
             Ok((keys, vals))
         })
-    }
-
-    fn aggregate(
-        &self,
-        plan: &SelectPlan,
-        first: Option<&Rows>,
-        out: &mut Vec<(Vec<Datum>, Vec<Datum>)>,
-    ) -> Result<()> {
-        let mut acc = match crate::parallel::partitions(self, plan, first)? {
-            Some(parts) => crate::parallel::aggregate(self, plan, &parts)?,
-            None => {
-                let mut acc = Groups::default();
-                if plan.tables.is_empty() {
-                    let row: Vec<Datum> = Vec::new();
-                    if self.passes(&plan.filter, &row)? {
-                        self.with_cx(&[], |cx| {
-                            acc.feed(&plan.group_by, &plan.aggs, &row, &|e| e.eval(&row, cx))
-                        })?;
-                    }
-                } else {
-                    self.for_each_row(plan, first, &mut |row, _| {
-                        self.with_cx(&[], |cx| {
-                            acc.feed(&plan.group_by, &plan.aggs, row, &|e| e.eval(row, cx))
-                        })?;
-                        Ok(true)
-                    })?;
-                }
-                acc
-            }
-        };
-        let mut groups = std::mem::take(&mut acc.groups);
-        let fresh = || plan.aggs.iter().map(AggState::new).collect::<Vec<_>>();
-        if groups.is_empty() && plan.group_by.is_empty() {
-            groups.push((vec![Datum::Null; plan.width], fresh()));
-        }
-        for (row, states) in groups {
-            let aggs: Vec<Datum> = states
-                .into_iter()
-                .map(AggState::finish)
-                .collect::<Result<_>>()?;
-            if let Some(h) = &plan.having {
-                if self.with_cx(&aggs, |cx| h.eval(&row, cx))?.truth() != Some(true) {
-                    continue;
-                }
-            }
-            out.push(self.project(plan, &row, &aggs)?);
-        }
-        Ok(())
-    }
-}
-
-/// Rows a top-N sort may hold beyond twice N before it trims.
-const TOP_N_SLACK: usize = 1024;
-
-/// ORDER BY's comparison of two rows' sort keys.
-fn by_keys(plan: &SelectPlan, a: &[Datum], b: &[Datum]) -> Ordering {
-    for ((x, y), (_, desc)) in a.iter().zip(b).zip(&plan.order_by) {
-        let o = sort_order(x, y);
-        if o != Ordering::Equal {
-            return if *desc { o.reverse() } else { o };
-        }
-    }
-    Ordering::Equal
-}
-
-/// Keeps the `n` first rows of `out` in ORDER BY order. The sort is
-/// stable, so among equal keys the earlier rows stay, as in a full sort.
-fn keep_best(plan: &SelectPlan, out: &mut Vec<(Vec<Datum>, Vec<Datum>)>, n: usize) {
-    out.sort_by(|(a, _), (b, _)| by_keys(plan, a, b));
-    out.truncate(n);
-}
-
-/// Sorts (unless `sorted`: the rows came in ORDER BY order), removes
-/// duplicates and applies OFFSET/LIMIT.
-fn finish(
-    plan: &SelectPlan,
-    mut out: Vec<(Vec<Datum>, Vec<Datum>)>,
-    sorted: bool,
-) -> Vec<Vec<Datum>> {
-    if !plan.order_by.is_empty() && !sorted {
-        out.sort_by(|(a, _), (b, _)| by_keys(plan, a, b));
-    }
-    let mut rows: Vec<Vec<Datum>> = out.into_iter().map(|(_, v)| v).collect();
-    if plan.distinct {
-        let mut seen = HashSet::new();
-        rows.retain(|r| seen.insert(group_key(r)));
-    }
-    let offset = usize::try_from(plan.offset).unwrap_or(usize::MAX);
-    let rows: Vec<Vec<Datum>> = rows.into_iter().skip(offset).collect();
-    match plan.limit {
-        Some(l) => rows
-            .into_iter()
-            .take(usize::try_from(l).unwrap_or(usize::MAX))
-            .collect(),
-        None => rows,
     }
 }
 

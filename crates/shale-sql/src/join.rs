@@ -32,9 +32,6 @@ pub struct HashJoin {
     pub outer: Vec<usize>,
 }
 
-/// Rows a hash table may hold; a bigger table is joined by nested loop.
-pub const MAX_BUILD_ROWS: usize = 1 << 21;
-
 /// The kinds of values whose equal keys mean equal values.
 #[derive(PartialEq)]
 enum Kind {

@@ -41,6 +41,7 @@ mod executor;
 mod expr;
 mod fastpred;
 mod functions;
+mod group;
 mod index;
 mod index_build;
 mod index_bulk;
@@ -53,16 +54,20 @@ mod maintenance;
 mod order;
 mod output;
 mod parallel;
+mod result;
 mod rowcodec;
 mod scan;
 mod schema_upgrade;
 mod select;
 mod session;
 mod show;
+mod sort;
+mod spill;
 mod types;
 
 pub use error::{Error, Result};
 pub use output::{ColumnMeta, Output};
+pub use result::{Collect, ResultSink};
 pub use session::{relations, PreparedStatement, Session, MAX_STATEMENT_BYTES, VERSION};
 pub use types::{DateTime, Datum, Decimal, SqlType};
 
@@ -77,8 +82,10 @@ pub struct Database {
 
 impl Database {
     /// Opens the SQL layer on `db`: creates its column families on first
-    /// use, loads the dictionary, finishes interrupted space reclamation.
+    /// use, loads the dictionary, finishes interrupted space reclamation,
+    /// removes run files a killed process left in `tmp/` (`tmpdir`).
     pub fn open(db: shaledb::Db) -> Result<Database> {
+        spill::clean_dir(&db.path().join(executor::TMP_DIR))?;
         let catalog = catalog::Catalog::open(db)?;
         let upgrade = catalog.upgrade.clone();
         let shared = Arc::new(session::Shared::new(catalog));
@@ -122,6 +129,12 @@ impl Database {
     /// How many aggregate scans ran as parallel partitions so far.
     pub fn parallel_scans(&self) -> u64 {
         self.shared.parallel_scans.load(Ordering::Relaxed)
+    }
+
+    /// The directory spilled sorts, groups and joins write their run
+    /// files to (`tmpdir`): `tmp/` under the data directory.
+    pub fn tmpdir(&self) -> std::path::PathBuf {
+        self.engine().path().join(executor::TMP_DIR)
     }
 
     /// The engine underneath.

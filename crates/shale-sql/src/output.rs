@@ -93,69 +93,140 @@ impl Output {
 /// (a protocol encodes a value by its column's type); a column whose
 /// values do not all fit becomes text.
 pub(crate) fn conform(columns: &mut [ColumnMeta], rows: &mut [Vec<Datum>]) {
-    for (i, col) in columns.iter_mut().enumerate() {
-        let fits = |d: &Datum| match (&col.ty, d) {
-            (_, Datum::Null) => true,
-            (
-                SqlType::Int {
-                    unsigned: false, ..
-                },
-                Datum::Int(_),
-            ) => true,
-            (SqlType::Int { unsigned: true, .. }, Datum::UInt(_)) => true,
-            (SqlType::Float | SqlType::Double, Datum::Double(_)) => true,
-            (SqlType::Decimal { .. }, Datum::Decimal(_)) => true,
-            (SqlType::Date, Datum::Date(_)) => true,
-            (SqlType::DateTime | SqlType::Timestamp, Datum::DateTime(_)) => true,
-            (t, Datum::Bytes(_)) => t.is_string(),
-            _ => false,
-        };
-        if rows.iter().all(|r| r.get(i).is_none_or(fits)) {
-            continue;
+    let mut stats = ConformStats::new(columns);
+    for r in rows.iter() {
+        stats.observe(r);
+    }
+    let plan = stats.decide(columns);
+    for r in rows.iter_mut() {
+        plan.apply(r);
+    }
+}
+
+fn fits(ty: &SqlType, d: &Datum) -> bool {
+    match (ty, d) {
+        (_, Datum::Null) => true,
+        (
+            SqlType::Int {
+                unsigned: false, ..
+            },
+            Datum::Int(_),
+        ) => true,
+        (SqlType::Int { unsigned: true, .. }, Datum::UInt(_)) => true,
+        (SqlType::Float | SqlType::Double, Datum::Double(_)) => true,
+        (SqlType::Decimal { .. }, Datum::Decimal(_)) => true,
+        (SqlType::Date, Datum::Date(_)) => true,
+        (SqlType::DateTime | SqlType::Timestamp, Datum::DateTime(_)) => true,
+        (t, Datum::Bytes(_)) => t.is_string(),
+        _ => false,
+    }
+}
+
+/// Whether every value of `row` fits its column's type as declared (a
+/// streamed row must: it goes out before later rows are seen).
+pub(crate) fn row_fits(columns: &[ColumnMeta], row: &[Datum]) -> bool {
+    columns.iter().zip(row).all(|(c, d)| fits(&c.ty, d))
+}
+
+/// What [`conform`] needs to know of a column's values, gathered row by
+/// row (a sort gathers it as rows come in, then streams them out).
+#[derive(Clone, Copy)]
+struct ColumnStats {
+    all_fit: bool,
+    all_numeric: bool,
+    any_double: bool,
+    scale: u8,
+}
+
+pub(crate) struct ConformStats {
+    types: Vec<SqlType>,
+    cols: Vec<ColumnStats>,
+}
+
+impl ConformStats {
+    pub(crate) fn new(columns: &[ColumnMeta]) -> ConformStats {
+        ConformStats {
+            types: columns.iter().map(|c| c.ty.clone()).collect(),
+            cols: vec![
+                ColumnStats {
+                    all_fit: true,
+                    all_numeric: true,
+                    any_double: false,
+                    scale: 0,
+                };
+                columns.len()
+            ],
         }
-        let numeric = |d: &Datum| {
-            matches!(
+    }
+
+    pub(crate) fn observe(&mut self, row: &[Datum]) {
+        for ((st, ty), d) in self.cols.iter_mut().zip(&self.types).zip(row) {
+            st.all_fit &= fits(ty, d);
+            st.all_numeric &= matches!(
                 d,
                 Datum::Null | Datum::Int(_) | Datum::UInt(_) | Datum::Decimal(_) | Datum::Double(_)
-            )
-        };
-        let all_numeric = rows.iter().all(|r| r.get(i).is_none_or(numeric));
-        let any_double = rows
-            .iter()
-            .any(|r| matches!(r.get(i), Some(Datum::Double(_))));
-        if all_numeric && (any_double || matches!(col.ty, SqlType::Double | SqlType::Float)) {
-            col.ty = SqlType::Double;
-            for r in rows.iter_mut() {
-                if let Some(slot) = r.get_mut(i) {
+            );
+            st.any_double |= matches!(d, Datum::Double(_));
+            if let Datum::Decimal(x) = d {
+                st.scale = st.scale.max(x.scale);
+            }
+        }
+    }
+
+    /// Sets the columns' types; the returned plan converts each row.
+    pub(crate) fn decide(self, columns: &mut [ColumnMeta]) -> Conversions {
+        let mut out = Vec::with_capacity(columns.len());
+        for (col, st) in columns.iter_mut().zip(self.cols) {
+            let c = if st.all_fit {
+                Conversion::Keep
+            } else if st.all_numeric
+                && (st.any_double || matches!(col.ty, SqlType::Double | SqlType::Float))
+            {
+                col.ty = SqlType::Double;
+                Conversion::Double
+            } else if st.all_numeric {
+                col.ty = SqlType::Decimal {
+                    precision: 38,
+                    scale: st.scale,
+                };
+                Conversion::Decimal(st.scale)
+            } else {
+                col.ty = SqlType::Text(65_535);
+                Conversion::Text
+            };
+            out.push(c);
+        }
+        Conversions(out)
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Conversion {
+    Keep,
+    Double,
+    Decimal(u8),
+    Text,
+}
+
+/// Per-column conversions [`ConformStats::decide`] chose.
+pub(crate) struct Conversions(Vec<Conversion>);
+
+impl Conversions {
+    pub(crate) fn apply(&self, row: &mut [Datum]) {
+        for (c, slot) in self.0.iter().zip(row.iter_mut()) {
+            match c {
+                Conversion::Keep => {}
+                Conversion::Double => {
                     if let Some(f) = slot.to_f64() {
                         *slot = Datum::Double(f);
                     }
                 }
-            }
-        } else if all_numeric {
-            let scale = rows
-                .iter()
-                .filter_map(|r| match r.get(i) {
-                    Some(Datum::Decimal(d)) => Some(d.scale),
-                    _ => None,
-                })
-                .max()
-                .unwrap_or(0);
-            col.ty = SqlType::Decimal {
-                precision: 38,
-                scale,
-            };
-            for r in rows.iter_mut() {
-                if let Some(slot) = r.get_mut(i) {
-                    if let Some(d) = slot.to_decimal().and_then(|d| d.rescale(scale)) {
+                Conversion::Decimal(scale) => {
+                    if let Some(d) = slot.to_decimal().and_then(|d| d.rescale(*scale)) {
                         *slot = Datum::Decimal(d);
                     }
                 }
-            }
-        } else {
-            col.ty = SqlType::Text(65_535);
-            for r in rows.iter_mut() {
-                if let Some(slot) = r.get_mut(i) {
+                Conversion::Text => {
                     if !slot.is_null() {
                         *slot = Datum::Bytes(slot.to_bytes().unwrap_or_default());
                     }

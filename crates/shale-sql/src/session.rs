@@ -15,8 +15,10 @@ use crate::error::{Error, Result};
 use crate::executor::Executor;
 use crate::expr::{ident_name, SessionFacts};
 use crate::output::{ColumnMeta, Output};
+use crate::result::ResultSink;
 use crate::select::{LockKind, Planner, SelectPlan};
 use crate::show;
+use crate::sort::Limits;
 use crate::types::{Datum, SqlType};
 use shaledb::txn::{Isolation, Txn, TxnOptions};
 use shaledb::WriteOptions;
@@ -68,7 +70,7 @@ pub fn default_variable(name: &str) -> Option<Datum> {
         "init_connect" => t(""),
         "have_ssl" | "have_openssl" => t("YES"),
         "query_cache_size" | "query_cache_type" => Datum::Int(0),
-        _ => return None,
+        other => return Limits::default_variable(other),
     })
 }
 
@@ -321,6 +323,19 @@ impl Session {
 
     /// Runs one statement.
     pub fn execute(&mut self, sql: &str) -> Result<Output> {
+        self.execute_to(sql, None)
+    }
+
+    /// Runs one statement; a SELECT hands its columns and rows to `sink`
+    /// as they are produced (a spilled sort streams from its merge, so
+    /// the result is never held whole) and returns `Output::Rows` with no
+    /// columns and no rows. Other statements return what
+    /// [`Session::execute`] returns.
+    pub fn execute_streaming(&mut self, sql: &str, sink: &mut dyn ResultSink) -> Result<Output> {
+        self.execute_to(sql, Some(sink))
+    }
+
+    fn execute_to(&mut self, sql: &str, sink: Option<&mut dyn ResultSink>) -> Result<Output> {
         if let Some(out) = self.xa(sql)? {
             return Ok(out);
         }
@@ -341,7 +356,7 @@ impl Session {
         );
         let stmts = parse(&normalized)?;
         match stmts.as_slice() {
-            [s] => self.dispatch(s, &[]),
+            [s] => self.dispatch(s, &[], sink),
             [] => Err(Error::Syntax("Query was empty".into())),
             _ => Err(Error::Syntax(
                 "more than one statement; use execute_script".into(),
@@ -353,7 +368,7 @@ impl Session {
     pub fn execute_script(&mut self, sql: &str) -> Result<Vec<Output>> {
         let mut out = Vec::new();
         for s in parse(sql)? {
-            out.push(self.dispatch(&s, &[])?);
+            out.push(self.dispatch(&s, &[], None)?);
         }
         Ok(out)
     }
@@ -405,7 +420,7 @@ impl Session {
         if params.len() != stmt.params {
             return Err(Error::PlaceholderCount("mysqld_stmt_execute".into()));
         }
-        self.dispatch(&stmt.stmt, params)
+        self.dispatch(&stmt.stmt, params, None)
     }
 
     fn txn_options(&self) -> TxnOptions {
@@ -470,12 +485,17 @@ impl Session {
         }
     }
 
-    fn dispatch(&mut self, stmt: &Statement, params: &[Datum]) -> Result<Output> {
+    fn dispatch(
+        &mut self,
+        stmt: &Statement,
+        params: &[Datum],
+        sink: Option<&mut dyn ResultSink>,
+    ) -> Result<Output> {
         match stmt {
             Statement::Query(_)
             | Statement::Insert(_)
             | Statement::Update(_)
-            | Statement::Delete(_) => self.row_statement(stmt, params),
+            | Statement::Delete(_) => self.row_statement(stmt, params, sink),
             Statement::StartTransaction { modes, .. } => {
                 let read_only = modes.iter().any(|m| {
                     matches!(
@@ -602,7 +622,12 @@ impl Session {
             "innodb_lock_wait_timeout",
             "lower_case_table_names",
             "max_allowed_packet",
+            "join_buffer_size",
+            "max_heap_table_size",
+            "sort_buffer_size",
             "sql_mode",
+            "tmp_table_size",
+            "tmpdir",
             "system_time_zone",
             "time_zone",
             "transaction_isolation",
@@ -620,6 +645,14 @@ impl Session {
     fn variable(&self, name: &str) -> Datum {
         match name {
             "autocommit" => Datum::Int(i64::from(self.autocommit)),
+            "tmpdir" => Datum::text(
+                &self
+                    .cat()
+                    .engine()
+                    .path()
+                    .join(crate::executor::TMP_DIR)
+                    .to_string_lossy(),
+            ),
             "transaction_isolation" | "tx_isolation" => Datum::text(isolation_name(self.isolation)),
             "innodb_lock_wait_timeout" => {
                 Datum::Int(i64::try_from(self.lock_wait.as_secs()).unwrap_or(i64::MAX))
@@ -780,6 +813,10 @@ impl Session {
             | "long_query_time" => {
                 self.facts.vars.insert(name, v);
             }
+            bound if Limits::is_bound(bound) => {
+                let v = Limits::check_bound(bound, &v)?;
+                self.facts.vars.insert(name, v);
+            }
             other if default_variable(other).is_some() => {
                 self.facts.vars.insert(name, v);
             }
@@ -789,7 +826,12 @@ impl Session {
     }
 
     /// Runs a SELECT/INSERT/UPDATE/DELETE in the session's transaction.
-    fn row_statement(&mut self, stmt: &Statement, params: &[Datum]) -> Result<Output> {
+    fn row_statement(
+        &mut self,
+        stmt: &Statement,
+        params: &[Datum],
+        sink: Option<&mut dyn ResultSink>,
+    ) -> Result<Output> {
         let writes = !matches!(stmt, Statement::Query(_));
         if writes && self.read_only_txn {
             return Err(Error::ReadOnlyTransaction);
@@ -827,6 +869,7 @@ impl Session {
                 params,
                 self.interrupt.as_deref(),
                 !in_explicit,
+                sink,
             );
             if in_explicit {
                 match &r {
@@ -1242,6 +1285,7 @@ fn run_row_statement(
     params: &[Datum],
     interrupt: Option<&AtomicBool>,
     alone: bool,
+    sink: Option<&mut dyn ResultSink>,
 ) -> Result<(Output, Vec<(u32, u64)>)> {
     let cat = &shared.catalog;
     let snapshot = txn.snapshot_sequence();
@@ -1280,6 +1324,15 @@ fn run_row_statement(
             // in parallel partitions (seed 003's aggregate pushdown).
             ex.allow_parallel = alone && locked.is_none();
             ex.parallel_scans = Some(&shared.parallel_scans);
+            ex.limits = Limits::from_vars(&facts.vars);
+            if let Some(sink) = sink {
+                ex.stream(&plan, locked.as_ref(), sink)?;
+                let streamed = Output::Rows {
+                    columns: Vec::new(),
+                    rows: Vec::new(),
+                };
+                return Ok((streamed, Vec::new()));
+            }
             let (columns, rows) = ex.run_with(&plan, locked.as_ref())?;
             Ok((Output::Rows { columns, rows }, Vec::new()))
         }

@@ -1,0 +1,212 @@
+//! The last stage of a SELECT (docs/tables.md, "Memory-bounded sorts,
+//! groups and joins"): ORDER BY, DISTINCT, OFFSET/LIMIT, and handing rows
+//! to a [`ResultSink`].
+//!
+//! Two ways through:
+//! - direct: no sort is needed (no ORDER BY, or the rows come in its
+//!   order) and no DISTINCT: each row goes to the sink as it is made, and
+//!   the scan stops after OFFSET + LIMIT rows. A streaming sink gets rows
+//!   this way only when every column is a plain table column, whose values
+//!   always fit the declared type (see `output::conform`).
+//! - sorted: rows go through a [`Sorter`] bounded by `sort_buffer_size`
+//!   (spilling to run files); with nothing to sort its keys are empty and
+//!   it keeps input order, which spools a computed result for a streaming
+//!   sink. The column types are settled from statistics gathered as rows
+//!   come in, so the rows can then stream out of the merge.
+//!
+//! A collecting sink ([`Collect`]) instead settles column types over the
+//! final rows, as before streaming existed.
+
+use crate::error::{Error, Result};
+use crate::executor::group_key;
+use crate::output::{conform, row_fits, ColumnMeta, ConformStats, Conversions};
+use crate::sort::Sorter;
+use crate::types::Datum;
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Receives a result set: its columns once, then its rows in order.
+pub trait ResultSink {
+    fn columns(&mut self, columns: &[ColumnMeta]) -> Result<()>;
+    fn row(&mut self, row: Vec<Datum>) -> Result<()>;
+    /// Whether rows must fit the column types given before them (a sink
+    /// that holds every row instead gets them as made, and conforms).
+    fn streaming(&self) -> bool {
+        true
+    }
+}
+
+/// A sink that holds the whole result (subqueries, INSERT ... SELECT, the
+/// `Output::Rows` of [`crate::Session::execute`]).
+#[derive(Default)]
+pub struct Collect {
+    pub columns: Vec<ColumnMeta>,
+    pub rows: Vec<Vec<Datum>>,
+}
+
+impl Collect {
+    /// The columns and rows, with every value fitting its column's type.
+    pub fn finish(mut self) -> (Vec<ColumnMeta>, Vec<Vec<Datum>>) {
+        conform(&mut self.columns, &mut self.rows);
+        (self.columns, self.rows)
+    }
+}
+
+impl ResultSink for Collect {
+    fn columns(&mut self, columns: &[ColumnMeta]) -> Result<()> {
+        self.columns = columns.to_vec();
+        Ok(())
+    }
+    fn row(&mut self, row: Vec<Datum>) -> Result<()> {
+        self.rows.push(row);
+        Ok(())
+    }
+    fn streaming(&self) -> bool {
+        false
+    }
+}
+
+/// How a pipeline was asked to run.
+pub(crate) struct Shape<'a> {
+    pub columns: Vec<ColumnMeta>,
+    /// ORDER BY directions; empty when no sort is needed.
+    pub desc: Vec<bool>,
+    pub distinct: bool,
+    pub offset: u64,
+    pub limit: Option<u64>,
+    /// Every column is a plain table column.
+    pub plain: bool,
+    /// `sort_buffer_size`.
+    pub sort_buffer: usize,
+    pub tmpdir: std::path::PathBuf,
+    pub interrupt: Option<&'a AtomicBool>,
+}
+
+/// ORDER BY / DISTINCT / OFFSET / LIMIT between the row source and a sink.
+pub(crate) struct Pipeline<'a, 's> {
+    sink: &'s mut dyn ResultSink,
+    columns: Vec<ColumnMeta>,
+    interrupt: Option<&'a AtomicBool>,
+    /// `None`: direct.
+    sorter: Option<Sorter>,
+    sorting: bool,
+    stats: Option<ConformStats>,
+    distinct: Option<HashSet<Vec<u8>>>,
+    to_skip: u64,
+    left: Option<u64>,
+    /// Rows pushed (to stop an unsorted read at OFFSET + LIMIT).
+    pushed: u64,
+    wanted: Option<u64>,
+}
+
+impl<'a, 's> Pipeline<'a, 's> {
+    pub(crate) fn new(shape: Shape<'a>, sink: &'s mut dyn ResultSink) -> Result<Self> {
+        let streaming = sink.streaming();
+        let sorting = !shape.desc.is_empty();
+        let direct = !sorting && !shape.distinct && (!streaming || shape.plain);
+        let wanted = shape
+            .limit
+            .filter(|_| !shape.distinct)
+            .map(|l| l.saturating_add(shape.offset));
+        if direct {
+            sink.columns(&shape.columns)?;
+        }
+        let sorter = (!direct).then(|| {
+            Sorter::new(
+                shape.desc,
+                shape.sort_buffer,
+                wanted.map(|w| usize::try_from(w).unwrap_or(usize::MAX)),
+                shape.tmpdir,
+            )
+        });
+        Ok(Pipeline {
+            stats: (streaming && !direct).then(|| ConformStats::new(&shape.columns)),
+            sink,
+            columns: shape.columns,
+            interrupt: shape.interrupt,
+            sorter,
+            sorting,
+            distinct: shape.distinct.then(HashSet::new),
+            to_skip: shape.offset,
+            left: shape.limit,
+            pushed: 0,
+            wanted,
+        })
+    }
+
+    /// Adds a row (its ORDER BY keys and values); false: no more wanted.
+    pub(crate) fn push(&mut self, keys: Vec<Datum>, vals: Vec<Datum>) -> Result<bool> {
+        self.pushed += 1;
+        match self.sorter.as_mut() {
+            None => {
+                if self.sink.streaming() && !row_fits(&self.columns, &vals) {
+                    // Plain columns always fit; a row that does not would
+                    // go out under a wrong type, so refuse it.
+                    return Err(Error::Unsupported(
+                        "streaming a value that does not fit its column's type".into(),
+                    ));
+                }
+                self.emit(vals, None)
+            }
+            Some(sorter) => {
+                if let Some(st) = self.stats.as_mut() {
+                    st.observe(&vals);
+                }
+                let keys = if self.sorting { keys } else { Vec::new() };
+                sorter.push(keys, vals)?;
+                // Unsorted, the first OFFSET + LIMIT rows are the answer.
+                Ok(self.sorting || self.wanted.is_none_or(|w| self.pushed < w))
+            }
+        }
+    }
+
+    /// Sends `vals` on unless DISTINCT, OFFSET or LIMIT drops it; false
+    /// once LIMIT is reached.
+    fn emit(&mut self, mut vals: Vec<Datum>, conv: Option<&Conversions>) -> Result<bool> {
+        if self.left == Some(0) {
+            return Ok(false);
+        }
+        if let Some(seen) = self.distinct.as_mut() {
+            if !seen.insert(group_key(&vals)) {
+                return Ok(true);
+            }
+        }
+        if self.to_skip > 0 {
+            self.to_skip -= 1;
+            return Ok(true);
+        }
+        if let Some(c) = conv {
+            c.apply(&mut vals);
+        }
+        self.sink.row(vals)?;
+        if let Some(l) = self.left.as_mut() {
+            *l -= 1;
+            return Ok(*l > 0);
+        }
+        Ok(true)
+    }
+
+    /// Sends the rows held back (sorted), after the columns.
+    pub(crate) fn finish(mut self) -> Result<()> {
+        let Some(sorter) = self.sorter.take() else {
+            return Ok(());
+        };
+        let conv = match self.stats.take() {
+            Some(st) => Some(st.decide(&mut self.columns)),
+            None => None,
+        };
+        self.sink.columns(&self.columns)?;
+        let mut sorted = sorter.finish()?;
+        let mut n = 0u32;
+        while let Some((_, vals)) = sorted.next()? {
+            n = n.wrapping_add(1);
+            if n.is_multiple_of(1024) && self.interrupt.is_some_and(|f| f.load(Ordering::Relaxed)) {
+                return Err(Error::Interrupted);
+            }
+            if !self.emit(vals, conv.as_ref())? {
+                break;
+            }
+        }
+        Ok(())
+    }
+}
