@@ -97,27 +97,37 @@ pub(crate) type FileSet = BTreeMap<u64, Arc<BlobFile>>;
 /// set from before), and the set taken *after*, which holds every file a
 /// write it can see points into (a file joins the set before any BlobIndex
 /// pointing into it is published).
+///
+/// Empty (`None`, no allocation) in a database without value files.
 #[derive(Clone, Default)]
 pub(crate) struct FileView {
-    before: Arc<FileSet>,
-    after: Arc<FileSet>,
+    before: Option<Arc<FileSet>>,
+    after: Option<Arc<FileSet>>,
 }
 
 impl FileView {
-    /// Builds the view around `read_sequence`, which reads the sequence.
-    pub fn around<T>(store: Option<&BlobStore>, read_sequence: impl FnOnce() -> T) -> (Self, T) {
-        let Some(store) = store else {
-            return (FileView::default(), read_sequence());
-        };
-        let before = store.current();
-        let t = read_sequence();
-        let after = store.current();
-        (FileView { before, after }, t)
+    /// The view is built in two halves around the reads of the super
+    /// version and the sequence (`db/read.rs`): this is the set before;
+    /// [`FileView::finish`] takes the set after the sequence is read.
+    pub fn start(store: Option<&BlobStore>) -> Option<Arc<FileSet>> {
+        store.map(BlobStore::current)
+    }
+
+    /// The second half of [`FileView::start`].
+    pub fn finish(store: Option<&BlobStore>, before: Option<Arc<FileSet>>) -> Self {
+        match (store, before) {
+            (Some(store), Some(before)) => FileView {
+                before: Some(before),
+                after: Some(store.current()),
+            },
+            _ => FileView::default(),
+        }
     }
 
     /// The file `number`, if this read may use it.
     pub fn get(&self, number: u64) -> Option<&Arc<BlobFile>> {
-        self.after.get(&number).or_else(|| self.before.get(&number))
+        let after = self.after.as_ref().and_then(|s| s.get(&number));
+        after.or_else(|| self.before.as_ref().and_then(|s| s.get(&number)))
     }
 }
 
@@ -388,7 +398,7 @@ fn live_bytes(inner: &Arc<crate::db::DbInner>) -> Result<u64> {
     if inner.blobs.is_none() {
         return Ok(0);
     }
-    let cfs: Vec<u32> = inner.sv.read().cfs.keys().copied().collect();
+    let cfs: Vec<u32> = inner.sv.get().cfs.keys().copied().collect();
     let mut live = 0;
     for cf in cfs {
         let mut it = crate::db::db_iter::new_raw_iterator(inner, cf)?;

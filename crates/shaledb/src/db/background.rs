@@ -31,23 +31,16 @@ pub(crate) fn install_super_version(inner: &DbInner, st: &DbState) {
             .filter_map(|g| g.mems.get(id).cloned())
             .filter(|m| !m.is_empty())
             .collect();
-        cfs.insert(
-            *id,
-            CfSuper {
-                mem: mem.clone(),
-                imm,
-                version: v.clone(),
-            },
-        );
+        cfs.insert(*id, CfSuper::new(mem.clone(), imm, v.clone()));
     }
-    *inner.sv.write() = Arc::new(SuperVersion { cfs });
+    inner.sv.install(SuperVersion { cfs, number: 0 });
 }
 
 /// Largest number of L0 runs over the column families.
 pub(crate) fn max_l0_runs(inner: &DbInner) -> usize {
     inner
         .sv
-        .read()
+        .get()
         .cfs
         .values()
         .map(|c| c.version.l0.len())

@@ -13,7 +13,7 @@
 
 use super::{DbInner, ReadOptions};
 use crate::error::{Error, Result};
-use crate::iter::level_iter::LevelIterator;
+use crate::iter::level_iter::{LevelIterator, Run};
 use crate::iter::merge::MergingIterator;
 use crate::iter::range_del::RangeTombstones;
 use crate::iter::{corruption_at, BoxedIterator, InternalIterator};
@@ -69,31 +69,30 @@ pub struct DbIterator {
 
 pub(crate) fn new_iterator(inner: &Arc<DbInner>, ro: &ReadOptions, cf: u32) -> Result<DbIterator> {
     inner.check_open()?;
-    let (blobs, (sv, snapshot)) =
-        crate::blob::FileView::around(inner.blobs.as_deref(), || super::read::read_view(inner, ro));
+    let (blobs, sv, snapshot) = super::read::read_view(inner, ro);
     let cfs = sv
         .cfs
         .get(&cf)
         .ok_or_else(|| Error::ColumnFamilyNotFound(cf.to_string()))?;
-    let mut children: Vec<BoxedIterator<'static>> = Vec::new();
+    let v = &cfs.version;
+    let sources = 1 + cfs.imm.len() + v.l0.len() + v.levels.len();
+    let mut children: Vec<BoxedIterator<'static>> = Vec::with_capacity(sources);
     let mut tombs = Vec::new();
     for mem in std::iter::once(&cfs.mem).chain(cfs.imm.iter()) {
         children.push(Box::new(mem.iter()));
         tombs.extend(mem.range_tombstones());
     }
-    let v = &cfs.version;
-    for run in &v.l0 {
-        children.push(Box::new(LevelIterator::new(run.extents.clone(), true)));
+    for i in 0..v.l0.len() {
+        children.push(Box::new(LevelIterator::over(Run::L0(v.clone(), i), true)));
     }
     for (i, level) in v.levels.iter().enumerate() {
         if !level.is_empty() {
-            children.push(Box::new(LevelIterator::new(level.clone(), i == 0)));
+            let run = Run::Level(v.clone(), i);
+            children.push(Box::new(LevelIterator::over(run, i == 0)));
         }
     }
-    for (level, ext) in v.all_extents() {
-        if ext.meta.num_range_deletions > 0 {
-            tombs.extend(ext.reader(level <= 1)?.range_tombstones()?);
-        }
+    for (ext, pin) in &cfs.tombstone_extents {
+        tombs.extend(ext.reader(*pin)?.range_tombstones()?);
     }
     Ok(DbIterator {
         inner: MergingIterator::new(children),

@@ -353,7 +353,7 @@ fn older_range_tombstone(
     hi: &[u8],
     snapshot_seq: u64,
 ) -> Result<()> {
-    let sv = inner.sv.read().clone();
+    let sv = inner.sv.get();
     let cfs = sv
         .cfs
         .get(&cf)

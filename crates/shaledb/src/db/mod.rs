@@ -22,7 +22,9 @@
 //! 1. `write.queue` — the group-commit queue (short);
 //! 2. `wal` — held by the group leader for the whole group (WAL append, memtable insert, switch);
 //! 3. `state` — memtable generations, column families, busy flags, background error;
-//! 4. `sv` — the published [`SuperVersion`] (a read lock is all readers take).
+//! 4. `sv` — the published [`SuperVersion`] (a read lock is all readers take,
+//!    and only when their thread's cached copy is stale: `db/sv_cache.rs`);
+//! 5. the per-thread slots of `sv` (held only to take or put back a copy).
 
 mod background;
 pub(crate) mod db_iter;
@@ -35,6 +37,7 @@ mod replay_budget;
 mod rewrite;
 mod snapshot;
 mod stats;
+mod sv_cache;
 mod validate;
 
 pub(crate) use read::latest_seq_of as latest_seq_of_key;
@@ -56,7 +59,7 @@ use crate::txn::lock_manager::LockManager;
 use crate::version::{CfVersion, ExtentSpace, Version, VersionEdit, VersionSet, DEFAULT_CF_ID};
 use crate::wal::LogWriter;
 use crate::write_batch::WriteBatch;
-use parking_lot::{Condvar, Mutex, RwLock};
+use parking_lot::{Condvar, Mutex};
 use snapshot::SnapshotList;
 use stats::DbStats;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
@@ -118,11 +121,39 @@ pub(crate) struct CfSuper {
     /// Frozen memtables, newest first.
     pub imm: Vec<Arc<MemTable>>,
     pub version: Arc<CfVersion>,
+    /// The extents that hold range tombstones, with the `pin` flag of their
+    /// level: found once per super version, so that building an iterator
+    /// does not walk every extent's metadata to find (usually) none.
+    pub tombstone_extents: Vec<(Arc<crate::version::Extent>, bool)>,
+}
+
+impl CfSuper {
+    pub(crate) fn new(
+        mem: Arc<MemTable>,
+        imm: Vec<Arc<MemTable>>,
+        version: Arc<CfVersion>,
+    ) -> Self {
+        let tombstone_extents = version
+            .all_extents()
+            .filter(|(_, e)| e.meta.num_range_deletions > 0)
+            .map(|(level, e)| (e.clone(), level <= 1))
+            .collect();
+        CfSuper {
+            mem,
+            imm,
+            version,
+            tombstone_extents,
+        }
+    }
 }
 
 /// Memtables + version of every column family, swapped atomically.
 pub(crate) struct SuperVersion {
     pub cfs: BTreeMap<CfId, CfSuper>,
+    /// Position in the sequence of published super versions (set by
+    /// [`sv_cache::SvCache::install`]): what a thread's cached copy is
+    /// checked against.
+    pub number: u64,
 }
 
 /// Mutable database state. Guarded by `DbInner::state`.
@@ -161,7 +192,8 @@ pub(crate) struct DbInner {
     pub state: Mutex<DbState>,
     /// Signalled when background work finishes or is needed.
     pub bg_cv: Condvar,
-    pub sv: RwLock<Arc<SuperVersion>>,
+    /// The published super version, cached per thread.
+    pub sv: sv_cache::SvCache,
     pub wal: Mutex<WalState>,
     pub write: write::WriteQueue,
     /// Largest sequence whose writes are all visible.
@@ -282,9 +314,10 @@ impl Db {
                 compaction_running: false,
                 compact_cursor: BTreeMap::new(),
             }),
-            sv: RwLock::new(Arc::new(SuperVersion {
+            sv: sv_cache::SvCache::new(SuperVersion {
                 cfs: BTreeMap::new(),
-            })),
+                number: 0,
+            }),
             wal: Mutex::new(WalState {
                 writer: None,
                 number: 0,

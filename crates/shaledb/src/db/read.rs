@@ -15,14 +15,28 @@ struct Hit {
 }
 
 /// What a read sees: the super version, then the sequence (in that order:
-/// see docs/architecture.md, "Read path").
-pub(crate) fn read_view(inner: &DbInner, ro: &ReadOptions) -> (Arc<SuperVersion>, SequenceNumber) {
-    let sv = inner.sv.read().clone();
-    let snapshot = match &ro.snapshot {
+/// see docs/architecture.md, "Read path"; `get_into` keeps it too).
+/// The value files around both (blob/mod.rs, "Lifetime of a value file").
+/// For readers that keep the super version (iterators): a reference taken
+/// from the thread's cached copy, without the `sv` lock.
+pub(crate) fn read_view(
+    inner: &DbInner,
+    ro: &ReadOptions,
+) -> (crate::blob::FileView, Arc<SuperVersion>, SequenceNumber) {
+    let blobs = inner.blobs.as_deref();
+    let before = crate::blob::FileView::start(blobs);
+    let sv = inner.sv.with(Arc::clone);
+    let snapshot = read_sequence(inner, ro);
+    (crate::blob::FileView::finish(blobs, before), sv, snapshot)
+}
+
+/// The read's snapshot sequence: the caller's snapshot, or the newest
+/// visible one.
+fn read_sequence(inner: &DbInner, ro: &ReadOptions) -> SequenceNumber {
+    match &ro.snapshot {
         Some(s) => s.sequence(),
         None => inner.visible_sequence.load(Ordering::Acquire),
-    };
-    (sv, snapshot)
+    }
 }
 
 pub(crate) fn get(
@@ -49,25 +63,30 @@ pub(crate) fn get_into(
     inner.check_open()?;
     // The value files around the sequence: every file a visible BlobIndex
     // points at is in the view (blob/mod.rs, "Lifetime of a value file").
-    let (files, (sv, snapshot)) =
-        crate::blob::FileView::around(inner.blobs.as_deref(), || read_view(inner, ro));
-    let cfs = sv
-        .cfs
-        .get(&cf)
-        .ok_or_else(|| Error::ColumnFamilyNotFound(cf.to_string()))?;
-    inner.stats.gets.add(1);
-    let (hit, max_tomb) = newest_in_cf(cfs, key, snapshot, value)?;
-    match hit.and_then(|h| resolve(h, max_tomb)) {
-        Some(ValueKind::BlobIndex) => {
-            *value = crate::blob::reader::read_value(&files, &inner.dir, key, value)?;
-            Ok(true)
+    // The first half is taken before the super version, as `around` does.
+    let blobs = inner.blobs.as_deref();
+    let before = crate::blob::FileView::start(blobs);
+    inner.sv.with(|sv| {
+        let snapshot = read_sequence(inner, ro);
+        let files = crate::blob::FileView::finish(blobs, before);
+        let cfs = sv
+            .cfs
+            .get(&cf)
+            .ok_or_else(|| Error::ColumnFamilyNotFound(cf.to_string()))?;
+        inner.stats.gets.add(1);
+        let (hit, max_tomb) = newest_in_cf(cfs, key, snapshot, value)?;
+        match hit.and_then(|h| resolve(h, max_tomb)) {
+            Some(ValueKind::BlobIndex) => {
+                *value = crate::blob::reader::read_value(&files, &inner.dir, key, value)?;
+                Ok(true)
+            }
+            Some(_) => Ok(true),
+            None => {
+                value.clear();
+                Ok(false)
+            }
         }
-        Some(_) => Ok(true),
-        None => {
-            value.clear();
-            Ok(false)
-        }
-    }
+    })
 }
 
 /// Resolves a hit against the newest covering range tombstone seen so far:
@@ -102,7 +121,7 @@ pub(crate) fn latest_raw(
     cf: u32,
     key: &[u8],
 ) -> Result<Option<(ValueKind, Vec<u8>)>> {
-    let sv = inner.sv.read().clone();
+    let sv = inner.sv.get();
     let Some(cfs) = sv.cfs.get(&cf) else {
         return Ok(None);
     };
@@ -119,7 +138,7 @@ pub(crate) fn latest_seq_of(
     cf: u32,
     key: &[u8],
 ) -> Result<Option<SequenceNumber>> {
-    let sv = inner.sv.read().clone();
+    let sv = inner.sv.get();
     let cfs = sv
         .cfs
         .get(&cf)

@@ -32,7 +32,7 @@ pub(crate) fn range_changed_since(
     hi: Option<&[u8]>,
     since: SequenceNumber,
 ) -> Result<Option<Vec<u8>>> {
-    let sv = inner.sv.read().clone();
+    let sv = inner.sv.get();
     let cfs = sv
         .cfs
         .get(&cf)

@@ -232,7 +232,7 @@ fn validate(inner: &DbInner, batch: &WriteBatch) -> Result<()> {
             inner.opts.max_value_size
         )));
     }
-    let sv = inner.sv.read().clone();
+    let sv = inner.sv.get();
     let marked = batch.txn_marker().is_some();
     for op in batch.iter() {
         let op = op.map_err(|e| Error::InvalidArgument(format!("malformed batch: {e}")))?;
@@ -322,7 +322,7 @@ fn lead_group(
     // The published super version holds the active memtables: only a holder
     // of `wal` (this leader, create_cf, drop_cf) replaces them, so they stay
     // the active ones until every batch is in (the leader keeps `wal`).
-    let sv = inner.sv.read().clone();
+    let sv = inner.sv.get();
     let bytes: usize = group.iter().map(|p| p.batch.data().len()).sum();
     if inner.opts.concurrent_memtable_insert && group.len() > 1 {
         insert_in_parallel(inner, sv, group)?;
@@ -504,7 +504,7 @@ fn make_room(inner: &Arc<DbInner>, wal: &mut WalState) -> Result<()> {
     let opts = &inner.opts;
     {
         // Fast path without the state lock: room in the memtable, no pile-up.
-        let sv = inner.sv.read();
+        let sv = inner.sv.get();
         let room = sv
             .cfs
             .values()

@@ -49,6 +49,11 @@ pub struct RangeTombstones {
 impl RangeTombstones {
     /// Fragments the tombstones with `seq <= snapshot`.
     pub fn new(list: Vec<(Vec<u8>, Vec<u8>, SequenceNumber)>, snapshot: SequenceNumber) -> Self {
+        if list.is_empty() {
+            // The common case (an iterator over a tree without range
+            // deletes): no sweep, no allocation.
+            return Self::default();
+        }
         Self::build(list.into_iter().filter(|t| t.2 <= snapshot).collect())
     }
 
