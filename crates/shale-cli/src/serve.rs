@@ -55,6 +55,13 @@ pub struct ServeArgs {
     /// Connections served at once; more get error 1040.
     #[arg(long, default_value_t = 151)]
     max_connections: usize,
+    /// Threads doing network I/O (default: one per core, at most 4).
+    #[arg(long)]
+    io_threads: Option<usize>,
+    /// Most threads running statements at once (default: --max-connections;
+    /// fewer can make lock holders queue behind lock waiters).
+    #[arg(long)]
+    executor_threads: Option<usize>,
     /// Largest packet accepted from a client, in bytes.
     #[arg(long, default_value_t = 64 << 20)]
     max_allowed_packet: usize,
@@ -122,6 +129,10 @@ pub fn serve(db: Db, dir: &Path, args: ServeArgs) -> Result<(), CliError> {
             ..ConnConfig::default()
         },
         max_connections: args.max_connections,
+        io_threads: args
+            .io_threads
+            .unwrap_or_else(shale_server::server::default_io_threads),
+        executor_threads: args.executor_threads,
     };
     let server = bind(args.bind, args.port, backend, cfg)?;
     if args.perf_hist {

@@ -63,6 +63,8 @@ const EXTERNAL: &[&str] = &[
     "compress_prepend_size",
     // cargo
     "CARGO_TARGET_DIR",
+    // tokio's runtime builder (docs/mysql-protocol.md, the executor pool's cap)
+    "max_blocking_threads",
     // bench/txn_suite.py (Python, not scanned)
     "SHALE_LEVELS",
     // Linux kernel functions in perf profiles (docs/benchmarks.md, key-value separation)
