@@ -63,8 +63,10 @@ const EXTERNAL: &[&str] = &[
     "compress_prepend_size",
     // cargo
     "CARGO_TARGET_DIR",
-    // tokio's runtime builder (docs/mysql-protocol.md, the executor pool's cap)
-    "max_blocking_threads",
+    // kernel and std symbols in the server's profile (docs/benchmarks.md, issue 11 threads)
+    "futex_wait",
+    "_raw_spin_unlock_irqrestore",
+    "lock_contended",
     // bench/txn_suite.py (Python, not scanned)
     "SHALE_LEVELS",
     // Linux kernel functions in perf profiles (docs/benchmarks.md, key-value separation)
