@@ -12,7 +12,7 @@
 use shale_server::backend::{Backend, Column, ConnInfo, Prepared, Reply, Session, SqlError, Value};
 use shale_server::mysql::auth::{native_token, Credentials};
 use shale_server::mysql::consts::ColumnType;
-use shale_server::server::{Server, ServerConfig, Shared, ShutdownHandle};
+use shale_server::server::{Server, ServerConfig, Shared, ShutdownHandle, ThreadHandling};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -159,14 +159,16 @@ impl Running {
     }
 }
 
-/// One I/O thread, and `executors` executor threads: the tightest setup,
-/// where any stall of an I/O or executor thread would show.
-fn start(executors: usize, max_connections: usize) -> Running {
+/// One I/O thread, and `executors` executor threads (pool of threads):
+/// the tightest setup, where any stall of an I/O or executor thread would
+/// show. With one thread per connection the executors are not used.
+fn start(handling: ThreadHandling, executors: usize, max_connections: usize) -> Running {
     let probe = Arc::new(Probe::default());
     let cfg = ServerConfig {
         max_connections,
         io_threads: 1,
         executor_threads: Some(executors),
+        thread_handling: handling,
         ..ServerConfig::default()
     };
     let backend = Arc::new(Fixture(probe.clone()));
@@ -312,9 +314,8 @@ fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
 /// A statement that blocks its executor thread for seconds does not delay
 /// other connections: on one I/O thread and two executor threads, three
 /// other connections answer 20 `SELECT 1` each while it still runs.
-#[test]
-fn a_slow_statement_does_not_stall_other_connections() {
-    let s = start(2, 10);
+fn a_slow_statement_does_not_stall_other_connections(handling: ThreadHandling) {
+    let s = start(handling, 2, 10);
     let mut slow = login(s.addr);
     send_query(&mut slow, "SLEEP 8");
     let probe = s.probe.clone();
@@ -354,7 +355,7 @@ fn a_slow_statement_does_not_stall_other_connections() {
 /// whole.
 #[test]
 fn a_client_that_stops_reading_does_not_block_others() {
-    let s = start(1, 10);
+    let s = start(ThreadHandling::PoolOfThreads, 1, 10);
     let mut lazy = login(s.addr);
     for _ in 0..5 {
         send_query(&mut lazy, "BIG 32");
@@ -403,9 +404,8 @@ fn a_client_that_stops_reading_does_not_block_others() {
 
 /// `max_connections` connections are served; one more is refused with 1040
 /// at the greeting; a slot freed is usable again.
-#[test]
-fn connections_beyond_max_connections_get_1040() {
-    let s = start(4, 3);
+fn connections_beyond_max_connections_get_1040(handling: ThreadHandling) {
+    let s = start(handling, 4, 3);
     let mut held: Vec<TcpStream> = (0..3).map(|_| login(s.addr)).collect();
     let (_, refused) = try_login(s.addr);
     assert_eq!(refused[0], 0xff);
@@ -422,9 +422,8 @@ fn connections_beyond_max_connections_get_1040() {
 /// Many connections opened and dropped at every stage (before the
 /// greeting is read, mid-handshake, logged in, mid-command, with a result
 /// unread) leave no task, session or process-list entry behind.
-#[test]
-fn connections_opened_and_dropped_leave_nothing_behind() {
-    let s = start(4, 1000);
+fn connections_opened_and_dropped_leave_nothing_behind(handling: ThreadHandling) {
+    let s = start(handling, 4, 1000);
     for i in 0..300 {
         match i % 5 {
             0 => drop(TcpStream::connect(s.addr).unwrap()),
@@ -456,9 +455,8 @@ fn connections_opened_and_dropped_leave_nothing_behind() {
 
 /// Shutdown ends connections wherever they wait: one running a statement,
 /// one not reading its result, one idle, one mid-handshake.
-#[test]
-fn shutdown_reaches_every_connection() {
-    let s = start(4, 10);
+fn shutdown_reaches_every_connection(handling: ThreadHandling) {
+    let s = start(handling, 4, 10);
     let mut sleeper = login(s.addr);
     send_query(&mut sleeper, "SLEEP 60");
     let mut lazy = login(s.addr);
@@ -477,4 +475,44 @@ fn shutdown_reaches_every_connection() {
     // The sleeper saw its statement interrupted or its socket closed.
     let mut rest = Vec::new();
     let _ = sleeper.read_to_end(&mut rest);
+}
+
+#[test]
+fn a_slow_statement_does_not_stall_other_connections_pool_of_threads() {
+    a_slow_statement_does_not_stall_other_connections(ThreadHandling::PoolOfThreads);
+}
+
+#[test]
+fn a_slow_statement_does_not_stall_other_connections_one_thread_per_connection() {
+    a_slow_statement_does_not_stall_other_connections(ThreadHandling::OneThreadPerConnection);
+}
+
+#[test]
+fn connections_beyond_max_connections_get_1040_pool_of_threads() {
+    connections_beyond_max_connections_get_1040(ThreadHandling::PoolOfThreads);
+}
+
+#[test]
+fn connections_beyond_max_connections_get_1040_one_thread_per_connection() {
+    connections_beyond_max_connections_get_1040(ThreadHandling::OneThreadPerConnection);
+}
+
+#[test]
+fn connections_opened_and_dropped_leave_nothing_behind_pool_of_threads() {
+    connections_opened_and_dropped_leave_nothing_behind(ThreadHandling::PoolOfThreads);
+}
+
+#[test]
+fn connections_opened_and_dropped_leave_nothing_behind_one_thread_per_connection() {
+    connections_opened_and_dropped_leave_nothing_behind(ThreadHandling::OneThreadPerConnection);
+}
+
+#[test]
+fn shutdown_reaches_every_connection_pool_of_threads() {
+    shutdown_reaches_every_connection(ThreadHandling::PoolOfThreads);
+}
+
+#[test]
+fn shutdown_reaches_every_connection_one_thread_per_connection() {
+    shutdown_reaches_every_connection(ThreadHandling::OneThreadPerConnection);
 }

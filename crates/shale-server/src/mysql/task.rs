@@ -1,7 +1,7 @@
-//! One connection's task on the I/O runtime (server.rs has the threading
-//! model): log in, then for each command read the whole packet here, hand
-//! it with the connection's state to an executor thread, and write the
-//! reply it built.
+//! One connection's task (server.rs has the threading models): log in,
+//! then for each command read the whole packet here, run it (on this
+//! thread when the connection has its own thread; else handed with the
+//! connection's state to an executor thread), and write the reply.
 
 use super::conn::{Conn, ConnConfig};
 use super::consts::com;
@@ -27,6 +27,7 @@ pub async fn serve<B: Backend>(
     peer_host: String,
     cfg: Arc<ConnConfig>,
     shared: Arc<Shared>,
+    inline: bool,
 ) -> Result<(), ProtocolError>
 where
     B::Session: 'static,
@@ -51,7 +52,7 @@ where
     let buffered: BoxedStream = Box::new(tokio::io::BufReader::with_capacity(READ_BUFFER, stream));
     let mut io = AsyncPacketIo::resume(buffered, seq, cfg.max_allowed_packet);
     let conn = Box::new(Conn::new(session, id, shared.clone()));
-    let (conn, result) = command_loop(&mut io, conn, &shared).await;
+    let (conn, result) = command_loop(&mut io, conn, &shared, inline).await;
     count_bytes(&mut io, &shared);
     if let Some(c) = conn {
         if c.in_transaction {
@@ -60,7 +61,11 @@ where
         // Dropping the session rolls its transaction back, which may touch
         // the engine: an executor's job, awaited so that a finished task
         // (and a returned `Server::run`) means a finished rollback.
-        let _ = tokio::task::spawn_blocking(move || drop(c)).await;
+        if inline {
+            drop(c);
+        } else {
+            let _ = tokio::task::spawn_blocking(move || drop(c)).await;
+        }
     }
     stats.threads_connected.fetch_sub(1, Ordering::Relaxed);
     result
@@ -73,6 +78,7 @@ async fn command_loop<T: Session + 'static>(
     io: &mut AsyncPacketIo<BoxedStream>,
     mut conn: Box<Conn<T>>,
     shared: &Arc<Shared>,
+    inline: bool,
 ) -> (Option<Box<Conn<T>>>, Result<(), ProtocolError>) {
     loop {
         count_bytes(io, shared);
@@ -93,13 +99,21 @@ async fn command_loop<T: Session + 'static>(
             return (Some(conn), Ok(()));
         }
         let seq = io.seq();
-        // The hand-off: this connection's state and command go to an
-        // executor thread; this task waits without holding a thread.
-        let handed = tokio::task::spawn_blocking(move || {
+        // The hand-off (pool of threads): this connection's state and
+        // command go to an executor thread; this task waits without
+        // holding a thread.
+        // Inline: this thread is the connection's own (one thread per
+        // connection, server.rs), so the command runs right here.
+        let handed = if inline {
             let r = conn.handle(&payload, seq);
-            (conn, r)
-        })
-        .await;
+            Ok((conn, r))
+        } else {
+            tokio::task::spawn_blocking(move || {
+                let r = conn.handle(&payload, seq);
+                (conn, r)
+            })
+            .await
+        };
         let r;
         (conn, r) = match handed {
             Ok(done) => done,
