@@ -95,14 +95,13 @@ def shale_binary():
 
 
 class Shale:
-    name = "shale"
-
-    def __init__(self, tmp, sync):
-        self.dir, self.sync = os.path.join(tmp, "shale"), sync
+    def __init__(self, tmp, sync, name="shale", binary=None):
+        self.name, self.binary = name, binary or shale_binary()
+        self.dir, self.sync = os.path.join(tmp, name), sync
 
     def start(self):
         self.port = free_port()
-        args = [shale_binary(), *SHALE_ARGS, "--db", self.dir, "serve",
+        args = [self.binary, *SHALE_ARGS, "--db", self.dir, "serve",
                 "--port", str(self.port)]
         if self.sync:
             args.append("--sync-commits")
@@ -211,6 +210,8 @@ def main():
     ap.add_argument("--table-size", type=int, default=100000)
     ap.add_argument("--sync", action="store_true", help="fsync every commit on all servers")
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--old-shale", metavar="PATH",
+                    help="another `shale` binary, run as server `shale-old` (before/after runs)")
     args = ap.parse_args()
     if args.quick:
         args.tables, args.table_size, args.time, args.threads = 1, 10000, 10, "4"
@@ -224,6 +225,7 @@ def main():
     try:
         for name in args.servers.split(","):
             server = {"shale": lambda: Shale(tmp, args.sync),
+                      "shale-old": lambda: Shale(tmp, args.sync, "shale-old", args.old_shale),
                       "innodb": lambda: Maria(tmp, args.sync, "innodb"),
                       "myrocks": lambda: Maria(tmp, args.sync, "rocksdb")}[name]()
             server.start()
@@ -244,8 +246,8 @@ def main():
         shutil.rmtree(tmp, ignore_errors=True)
     names = args.servers.split(",")
     print("\n| script | thr | " + " | ".join(f"{n} qps (p95 ms)" for n in names) +
-          " | shale/innodb | shale/myrocks |")
-    print("|---|---|" + "---|" * (len(names) + 2))
+          " | shale/innodb | shale/myrocks | shale-old/innodb | shale/shale-old |")
+    print("|---|---|" + "---|" * (len(names) + 4))
     for script in scripts:
         for t in threads:
             cells, qps = [], {}
@@ -255,7 +257,8 @@ def main():
                 cells.append(f"{r.get('qps')} ({r.get('p95_ms')})")
             ratio = lambda a, b: f"{qps[a] / qps[b]:.2f}" if qps.get(a) and qps.get(b) else "-"
             print(f"| {script} | {t} | " + " | ".join(cells) +
-                  f" | {ratio('shale', 'innodb')} | {ratio('shale', 'myrocks')} |")
+                  f" | {ratio('shale', 'innodb')} | {ratio('shale', 'myrocks')}"
+                  f" | {ratio('shale-old', 'innodb')} | {ratio('shale', 'shale-old')} |")
     os.makedirs(os.path.join(REPO, "bench", "results"), exist_ok=True)
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     path = os.path.join(REPO, "bench", "results", f"sysbench-{stamp}.json")

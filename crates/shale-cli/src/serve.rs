@@ -12,7 +12,7 @@
 use crate::CliError;
 use shale_server::accounts::AccountStore;
 use shale_server::mysql::conn::ConnConfig;
-use shale_server::server::{Server, ServerConfig};
+use shale_server::server::{Server, ServerConfig, ThreadHandling};
 use shale_server::sql_backend::SqlBackend;
 use shaledb::Db;
 use std::io::Write;
@@ -55,6 +55,20 @@ pub struct ServeArgs {
     /// Connections served at once; more get error 1040.
     #[arg(long, default_value_t = 151)]
     max_connections: usize,
+    /// one-thread-per-connection (default: each connection on its own
+    /// thread, the fastest on few cores) or pool-of-threads (event-driven
+    /// I/O threads hand commands to executor threads: an idle connection
+    /// costs ~10 KiB instead of a thread), as MariaDB's thread_handling.
+    #[arg(long, value_enum, default_value_t = ThreadHandlingArg::OneThreadPerConnection)]
+    thread_handling: ThreadHandlingArg,
+    /// pool-of-threads: threads doing network I/O (default: one per core,
+    /// at most 4).
+    #[arg(long)]
+    io_threads: Option<usize>,
+    /// Most threads running statements at once (default: --max-connections;
+    /// fewer can make lock holders queue behind lock waiters).
+    #[arg(long)]
+    executor_threads: Option<usize>,
     /// Largest packet accepted from a client, in bytes.
     #[arg(long, default_value_t = 64 << 20)]
     max_allowed_packet: usize,
@@ -122,6 +136,14 @@ pub fn serve(db: Db, dir: &Path, args: ServeArgs) -> Result<(), CliError> {
             ..ConnConfig::default()
         },
         max_connections: args.max_connections,
+        io_threads: args
+            .io_threads
+            .unwrap_or_else(shale_server::server::default_io_threads),
+        executor_threads: args.executor_threads,
+        thread_handling: match args.thread_handling {
+            ThreadHandlingArg::OneThreadPerConnection => ThreadHandling::OneThreadPerConnection,
+            ThreadHandlingArg::PoolOfThreads => ThreadHandling::PoolOfThreads,
+        },
     };
     let server = bind(args.bind, args.port, backend, cfg)?;
     if args.perf_hist {
@@ -247,4 +269,11 @@ fn write_secret(path: &Path, secret: &str) -> Result<(), CliError> {
     writeln!(f, "{secret}")?;
     f.sync_all()?;
     Ok(())
+}
+
+/// `--thread-handling` (MariaDB's names).
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum ThreadHandlingArg {
+    OneThreadPerConnection,
+    PoolOfThreads,
 }

@@ -3,7 +3,8 @@
 //! The MySQL protocol ([`mysql`]) speaks to any MySQL/MariaDB client over
 //! a [`Backend`](backend::Backend): the database behind it (the SQL layer,
 //! or a test fixture). [`server::Server`] accepts connections on a
-//! loopback address by default and serves each on its own thread.
+//! loopback address by default, does their I/O on a few event-driven
+//! threads and runs their statements on a bounded executor pool.
 //!
 //! Layering: engine (`shaledb`) -> SQL -> `backend` traits -> `mysql`
 //! protocol -> `server` (sockets, threads, shutdown).

@@ -7,9 +7,9 @@
 //!
 //! `KILL QUERY id` raises the connection's interrupt flag, which the
 //! session polls between rows and statements (the statement then fails with
-//! error 1317); `KILL id` also shuts the socket down, so the connection's
-//! thread leaves its read or write and the session is dropped (rolling back
-//! its transaction).
+//! error 1317); `KILL id` also shuts the socket down (a duplicate of it is
+//! kept here), so the connection's I/O task leaves its read or write and
+//! the session is dropped (rolling back its transaction).
 
 use std::collections::HashMap;
 use std::net::{Shutdown, TcpStream};

@@ -63,6 +63,10 @@ const EXTERNAL: &[&str] = &[
     "compress_prepend_size",
     // cargo
     "CARGO_TARGET_DIR",
+    // kernel and std symbols in the server's profile (docs/benchmarks.md, issue 11 threads)
+    "futex_wait",
+    "_raw_spin_unlock_irqrestore",
+    "lock_contended",
     // bench/txn_suite.py (Python, not scanned)
     "SHALE_LEVELS",
     // Linux kernel functions in perf profiles (docs/benchmarks.md, key-value separation)

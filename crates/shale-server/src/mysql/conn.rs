@@ -1,31 +1,23 @@
-//! One client connection: the connection phase (greeting, authentication)
-//! and then the command phase, one command at a time.
+//! One client connection's command phase, run on an executor thread: a
+//! whole command packet in, the whole reply's packets out (queued in a
+//! [`PacketWriter`] that the connection's I/O task then sends). The
+//! connection phase (greeting, TLS, authentication) is `login.rs`, on the
+//! I/O thread; the task that ties both together is `task.rs`.
 //!
-//! Errors split in two: a [`SqlError`] from the backend is sent to the
-//! client as an ERR packet and the connection goes on; a [`ProtocolError`]
-//! (malformed or oversized packet, broken socket) ends the connection, after
-//! an ERR packet when the socket still works, as MySQL does.
+//! Errors split in two: a [`SqlError`] from the backend is queued as an ERR
+//! packet and the connection goes on; a [`ProtocolError`] (malformed
+//! packet, ...) ends the connection, after an ERR packet the I/O task sends,
+//! as MySQL does.
 
-use super::consts::{cap, charset, com, err, status};
-use super::handshake::{self, ClientHello, Greeting, HandshakeResponse};
-use super::packet::PacketIo;
+use super::consts::{com, err, status};
+use super::packet::PacketWriter;
 use super::results::{column_definition, eof_packet, err_packet, ok_packet, text_row};
 use super::{auth, ProtocolError};
-use crate::backend::{Backend, ConnInfo, Reply, Session, SqlError};
+use crate::backend::{Reply, Session, SqlError};
 use crate::server::Shared;
-use std::io::{Read, Write};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
-
-/// A connection's byte stream: a socket, TLS over a socket, or a test
-/// pipe. Boxed, so the switch to TLS in the middle of the handshake keeps
-/// one type.
-pub trait Transport: Read + Write + Send {}
-impl<T: Read + Write + Send> Transport for T {}
-
-/// The stream type connections are served on.
-pub type BoxedTransport = Box<dyn Transport>;
 
 /// Server-wide settings a connection needs.
 #[derive(Clone, Debug)]
@@ -53,192 +45,6 @@ impl Default for ConnConfig {
     }
 }
 
-/// Serves one connection to the end. `peer_host` is the client's address as
-/// accounts name it (`127.0.0.1`).
-pub fn serve_connection<B: Backend>(
-    backend: &B,
-    stream: BoxedTransport,
-    connection_id: u32,
-    peer_host: &str,
-    cfg: &ConnConfig,
-    shared: &Arc<Shared>,
-) -> Result<(), ProtocolError> {
-    let stats = &shared.stats;
-    stats.connections.fetch_add(1, Ordering::Relaxed);
-    let mut io = PacketIo::new(stream, cfg.max_allowed_packet);
-    let session = match authenticate(backend, &mut io, connection_id, peer_host, cfg, shared) {
-        Ok(s) => s,
-        Err(e) => {
-            stats.aborted_connects.fetch_add(1, Ordering::Relaxed);
-            return fail(&mut io, e);
-        }
-    };
-    stats.threads_connected.fetch_add(1, Ordering::Relaxed);
-    let mut conn = Conn {
-        io,
-        session,
-        stmts: Default::default(),
-        id: connection_id,
-        shared: shared.clone(),
-        in_transaction: false,
-    };
-    let result = match conn.command_loop() {
-        Ok(()) => Ok(()),
-        Err(e) => fail(&mut conn.io, e),
-    };
-    conn.count_bytes();
-    if conn.in_transaction {
-        // The session is dropped next, rolling its transaction back.
-        stats.open_transactions.fetch_sub(1, Ordering::Relaxed);
-    }
-    stats.threads_connected.fetch_sub(1, Ordering::Relaxed);
-    result
-}
-
-/// Ends a connection on a protocol error: tells the client why if it can.
-fn fail<S: Read + Write>(io: &mut PacketIo<S>, e: ProtocolError) -> Result<(), ProtocolError> {
-    if let Some(sql) = e.to_sql_error() {
-        io.write_payload(&err_packet(&sql));
-        let _ = io.flush(); // the socket may be gone already
-    }
-    Err(e)
-}
-
-fn authenticate<B: Backend>(
-    backend: &B,
-    io: &mut PacketIo<BoxedTransport>,
-    connection_id: u32,
-    peer_host: &str,
-    cfg: &ConnConfig,
-    shared: &Arc<Shared>,
-) -> Result<B::Session, ProtocolError> {
-    let nonce = auth::new_nonce();
-    io.write_payload(&handshake::encode_greeting(&Greeting {
-        server_version: &cfg.server_version,
-        connection_id,
-        nonce: &nonce,
-        capabilities: if cfg.tls.is_some() {
-            cap::SERVER | cap::SSL
-        } else {
-            cap::SERVER
-        },
-        charset: u8::try_from(charset::UTF8MB4_BIN).unwrap_or(46),
-        status: status::AUTOCOMMIT,
-        plugin: cfg.default_plugin,
-    }));
-    io.flush()?;
-    let payload = io.read_payload()?.ok_or(ProtocolError::Closed)?;
-    let resp: HandshakeResponse = match handshake::decode_client_hello(&payload)? {
-        ClientHello::Response(r) => {
-            if cfg.require_tls {
-                return Err(ProtocolError::Refused(SqlError::new(
-                    3159,
-                    *b"HY000",
-                    "Connections using insecure transport are prohibited while \
-                     --require_secure_transport=ON.",
-                )));
-            }
-            r
-        }
-        ClientHello::Ssl { .. } => {
-            let tls = cfg
-                .tls
-                .clone()
-                .ok_or(ProtocolError::Unsupported("TLS was not offered"))?;
-            start_tls(io, tls, cfg.max_allowed_packet)?;
-            let payload = io.read_payload()?.ok_or(ProtocolError::Closed)?;
-            match handshake::decode_client_hello(&payload)? {
-                ClientHello::Response(r) => r,
-                ClientHello::Ssl { .. } => {
-                    return Err(ProtocolError::Malformed("second SSLRequest"))
-                }
-            }
-        }
-    };
-    let denied = |using_password: bool| {
-        ProtocolError::AccessDenied(SqlError::new(
-            err::ACCESS_DENIED,
-            *b"28000",
-            format!(
-                "Access denied for user '{}'@'{peer_host}' (using password: {})",
-                resp.user,
-                if using_password { "YES" } else { "NO" }
-            ),
-        ))
-    };
-    let creds = backend.credentials(&resp.user, peer_host);
-    let plugin = resp.plugin.as_deref().unwrap_or(auth::NATIVE);
-    // The token is checked under the client's plugin when we know it;
-    // otherwise the client is asked to answer a new nonce with ours.
-    let has_password = creds.as_ref().is_some_and(|c| !c.is_empty_password());
-    let (plugin, nonce, token) =
-        if auth::is_supported(plugin) && (!resp.auth_response.is_empty() || !has_password) {
-            (plugin.to_owned(), nonce, resp.auth_response.clone())
-        } else if auth::is_supported(plugin) {
-            // A client whose plugin differs from the greeting's may send an
-            // empty token and wait to be asked: ask under its own plugin.
-            let fresh = auth::new_nonce();
-            io.write_payload(&handshake::encode_auth_switch(plugin, &fresh));
-            io.flush()?;
-            let token = io.read_payload()?.ok_or(ProtocolError::Closed)?;
-            (plugin.to_owned(), fresh, token)
-        } else {
-            let fresh = auth::new_nonce();
-            io.write_payload(&handshake::encode_auth_switch(auth::NATIVE, &fresh));
-            io.flush()?;
-            let token = io.read_payload()?.ok_or(ProtocolError::Closed)?;
-            (auth::NATIVE.to_owned(), fresh, token)
-        };
-    let using_password = !token.is_empty();
-    // An unknown user is checked against a throwaway verifier so the reply
-    // takes as long and says the same as a wrong password.
-    let ok = match &creds {
-        Some(c) => c.verify(&plugin, &nonce, &token) == Some(true),
-        None => {
-            let _ = auth::Credentials::from_password("x").verify(&plugin, &nonce, &token);
-            false
-        }
-    };
-    if !ok {
-        return Err(denied(using_password));
-    }
-    if plugin == auth::CACHING_SHA2 && using_password {
-        io.write_payload(&handshake::SHA2_FAST_AUTH_OK);
-    }
-    let session = backend
-        .open_session(&ConnInfo {
-            id: connection_id,
-            user: resp.user.clone(),
-            host: peer_host.to_owned(),
-            database: resp.database.clone(),
-            shared: shared.clone(),
-        })
-        .map_err(ProtocolError::Refused)?;
-    shared
-        .processes
-        .logged_in(connection_id, &resp.user, resp.database.as_deref());
-    let status = session_status(&session);
-    io.write_payload(&ok_packet(0, 0, status, 0, ""));
-    io.flush()?;
-    Ok(session)
-}
-
-/// Switches `io` to TLS after an SSLRequest; the sequence id carries on.
-fn start_tls(
-    io: &mut PacketIo<BoxedTransport>,
-    tls: Arc<rustls::ServerConfig>,
-    max_packet: usize,
-) -> Result<(), ProtocolError> {
-    let placeholder: BoxedTransport = Box::new(std::io::empty());
-    let plain = std::mem::replace(io, PacketIo::new(placeholder, max_packet));
-    let (stream, seq) = plain.into_inner();
-    let conn = rustls::ServerConnection::new(tls)
-        .map_err(|e| ProtocolError::Io(std::io::Error::other(e)))?;
-    let secure: BoxedTransport = Box::new(rustls::StreamOwned::new(conn, stream));
-    *io = PacketIo::resume(secure, seq, max_packet);
-    Ok(())
-}
-
 pub(super) fn session_status(s: &impl Session) -> u16 {
     let mut st = 0;
     if s.autocommit() {
@@ -250,8 +56,12 @@ pub(super) fn session_status(s: &impl Session) -> u16 {
     st
 }
 
-pub(super) struct Conn<S: Read + Write, T: Session> {
-    pub(super) io: PacketIo<S>,
+/// A logged-in connection's state. Owned by its I/O task between commands
+/// and moved to an executor thread for each one, so exactly one thread
+/// touches it at a time.
+pub(super) struct Conn<T: Session> {
+    /// The reply to the command being run.
+    pub(super) out: PacketWriter,
     pub(super) session: T,
     /// Prepared statements of this connection (`mysql/stmt.rs`).
     pub(super) stmts: super::stmt::Statements,
@@ -260,58 +70,74 @@ pub(super) struct Conn<S: Read + Write, T: Session> {
     /// Whether the session was in a transaction after its last command
     /// (counted in `ServerStats::open_transactions`).
     pub(super) in_transaction: bool,
+    /// Stage histograms on for this command (`perf_hist`).
+    pub(super) timing: bool,
+    /// When the running command started and its session work ended, for
+    /// the `run` and `send` stages (`send` ends when the I/O task has
+    /// written the reply).
+    pub(super) stages: Option<(Instant, Instant)>,
 }
 
-impl<S: Read + Write, T: Session> Conn<S, T> {
-    fn command_loop(&mut self) -> Result<(), ProtocolError> {
-        loop {
-            self.count_bytes();
-            self.track_transaction();
-            self.shared.processes.set_command(self.id, "Sleep", None);
-            self.io.reset_seq();
-            self.io.timing = self.shared.stats.perf_hist.load(Ordering::Relaxed);
-            let Some(payload) = self.io.read_payload()? else {
-                return Ok(()); // client went away between commands
-            };
-            if self.io.timing {
-                self.shared.stats.recv.record(self.io.last_recv);
-            }
-            let (&command, body) = payload
-                .split_first()
-                .ok_or(ProtocolError::Malformed("empty command"))?;
-            match command {
-                com::QUIT => return Ok(()),
-                com::PING => self.send_ok(0, 0, 0)?,
-                com::QUERY => self.query(body)?,
-                com::INIT_DB => {
-                    let db = String::from_utf8_lossy(body);
-                    match self.session.set_database(&db) {
-                        Ok(()) => {
-                            self.shared.processes.set_db(self.id, Some(&db));
-                            self.send_ok(0, 0, 0)?
-                        }
-                        Err(e) => self.send_err(&e)?,
+impl<T: Session> Conn<T> {
+    pub(super) fn new(session: T, id: u32, shared: Arc<Shared>) -> Self {
+        Conn {
+            out: PacketWriter::default(),
+            session,
+            stmts: Default::default(),
+            id,
+            shared,
+            in_transaction: false,
+            timing: false,
+            stages: None,
+        }
+    }
+
+    /// Runs one command (`payload`, whose packet had sequence id 0); the
+    /// reply is left in `self.out`, its first packet numbered `seq`.
+    /// `COM_QUIT` never gets here: the I/O task ends the connection.
+    pub(super) fn handle(&mut self, payload: &[u8], seq: u8) -> Result<(), ProtocolError> {
+        self.out.start(seq);
+        self.stages = None;
+        let r = self.dispatch(payload);
+        self.track_transaction();
+        r
+    }
+
+    fn dispatch(&mut self, payload: &[u8]) -> Result<(), ProtocolError> {
+        let (&command, body) = payload
+            .split_first()
+            .ok_or(ProtocolError::Malformed("empty command"))?;
+        match command {
+            com::PING => self.send_ok(0, 0, 0),
+            com::QUERY => self.query(body),
+            com::INIT_DB => {
+                let db = String::from_utf8_lossy(body);
+                match self.session.set_database(&db) {
+                    Ok(()) => {
+                        self.shared.processes.set_db(self.id, Some(&db));
+                        self.send_ok(0, 0, 0)
                     }
+                    Err(e) => self.send_err(&e),
                 }
-                com::RESET_CONNECTION => {
-                    self.close_all_statements();
-                    match self.session.reset() {
-                        Ok(()) => self.send_ok(0, 0, 0)?,
-                        Err(e) => self.send_err(&e)?,
-                    }
-                }
-                com::FIELD_LIST => self.field_list(body)?,
-                com::STMT_PREPARE => self.stmt_prepare(body)?,
-                com::STMT_EXECUTE => self.stmt_execute(body)?,
-                com::STMT_SEND_LONG_DATA => self.stmt_send_long_data(body)?,
-                com::STMT_CLOSE => self.stmt_close(body)?,
-                com::STMT_RESET => self.stmt_reset(body)?,
-                other => self.send_err(&SqlError::new(
-                    err::UNKNOWN_COM,
-                    *b"08S01",
-                    format!("Unknown command 0x{other:02x}"),
-                ))?,
             }
+            com::RESET_CONNECTION => {
+                self.close_all_statements();
+                match self.session.reset() {
+                    Ok(()) => self.send_ok(0, 0, 0),
+                    Err(e) => self.send_err(&e),
+                }
+            }
+            com::FIELD_LIST => self.field_list(body),
+            com::STMT_PREPARE => self.stmt_prepare(body),
+            com::STMT_EXECUTE => self.stmt_execute(body),
+            com::STMT_SEND_LONG_DATA => self.stmt_send_long_data(body),
+            com::STMT_CLOSE => self.stmt_close(body),
+            com::STMT_RESET => self.stmt_reset(body),
+            other => self.send_err(&SqlError::new(
+                err::UNKNOWN_COM,
+                *b"08S01",
+                format!("Unknown command 0x{other:02x}"),
+            )),
         }
     }
 
@@ -357,7 +183,7 @@ impl<S: Read + Write, T: Session> Conn<S, T> {
                     info,
                 }) => {
                     let st = session_status(&self.session) | more;
-                    self.io.write_payload(&ok_packet(
+                    self.out.write_payload(&ok_packet(
                         affected_rows,
                         last_insert_id,
                         st,
@@ -368,28 +194,24 @@ impl<S: Read + Write, T: Session> Conn<S, T> {
                 Ok(Reply::Rows { columns, rows }) => {
                     let mut count = Vec::new();
                     super::wire::put_lenenc_int(&mut count, columns.len() as u64);
-                    self.io.write_payload(&count);
+                    self.out.write_payload(&count);
                     for c in &columns {
-                        self.io.write_payload(&column_definition(c));
+                        self.out.write_payload(&column_definition(c));
                     }
                     let st = session_status(&self.session) | more;
-                    self.io.write_payload(&eof_packet(0, st));
+                    self.out.write_payload(&eof_packet(0, st));
                     for row in &rows {
-                        self.io.write_payload(&text_row(row));
-                        if self.io.queued() > 1 << 20 {
-                            self.io.flush()?; // stream big results
-                        }
+                        self.out.write_payload(&text_row(row));
                     }
-                    self.io.write_payload(&eof_packet(0, st));
+                    self.out.write_payload(&eof_packet(0, st));
                 }
                 Err(e) => {
-                    self.io.write_payload(&err_packet(&e));
+                    self.out.write_payload(&err_packet(&e));
                     break; // later statements did not run
                 }
             }
         }
-        self.io.flush()?;
-        self.record_stages(started, ran);
+        self.record_run(started, ran);
         Ok(())
     }
 
@@ -403,11 +225,11 @@ impl<S: Read + Write, T: Session> Conn<S, T> {
                 for c in &columns {
                     let mut def = column_definition(c);
                     def.push(0xfb); // default value: NULL
-                    self.io.write_payload(&def);
+                    self.out.write_payload(&def);
                 }
                 let st = session_status(&self.session);
-                self.io.write_payload(&eof_packet(0, st));
-                self.io.flush()
+                self.out.write_payload(&eof_packet(0, st));
+                Ok(())
             }
             Err(e) => self.send_err(&e),
         }
@@ -429,23 +251,23 @@ impl<S: Read + Write, T: Session> Conn<S, T> {
 
     /// Now, if stage histograms are on.
     pub(super) fn clock(&self) -> Option<Instant> {
-        self.io.timing.then(Instant::now)
+        self.timing.then(Instant::now)
     }
 
-    /// Records `run` (from `started` to `ran`) and `send` (from `ran` to now).
-    pub(super) fn record_stages(&self, started: Option<Instant>, ran: Option<Instant>) {
+    /// Records `run` (from `started` to `ran`); `send` is recorded from
+    /// `ran` on once the reply is written ([`Conn::record_send`]).
+    pub(super) fn record_run(&mut self, started: Option<Instant>, ran: Option<Instant>) {
         if let (Some(s), Some(r)) = (started, ran) {
             self.shared.stats.run.record(r.duration_since(s));
-            self.shared.stats.send.record(r.elapsed());
+            self.stages = Some((s, r));
         }
     }
 
-    /// Adds the bytes moved since the last call to the server's counters.
-    fn count_bytes(&mut self) {
-        let (i, o) = self.io.take_byte_counts();
-        let st = &self.shared.stats;
-        st.bytes_received.fetch_add(i, Ordering::Relaxed);
-        st.bytes_sent.fetch_add(o, Ordering::Relaxed);
+    /// The reply is on its way: the `send` stage ends.
+    pub(super) fn record_send(&mut self) {
+        if let Some((_, ran)) = self.stages.take() {
+            self.shared.stats.send.record(ran.elapsed());
+        }
     }
 
     pub(super) fn send_ok(
@@ -455,13 +277,13 @@ impl<S: Read + Write, T: Session> Conn<S, T> {
         warnings: u16,
     ) -> Result<(), ProtocolError> {
         let st = session_status(&self.session);
-        self.io
+        self.out
             .write_payload(&ok_packet(affected, last_id, st, warnings, ""));
-        self.io.flush()
+        Ok(())
     }
 
     pub(super) fn send_err(&mut self, e: &SqlError) -> Result<(), ProtocolError> {
-        self.io.write_payload(&err_packet(e));
-        self.io.flush()
+        self.out.write_payload(&err_packet(e));
+        Ok(())
     }
 }

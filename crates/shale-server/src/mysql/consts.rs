@@ -155,4 +155,6 @@ pub mod err {
     pub const WRONG_ARGUMENTS: u16 = 1210;
     /// ER_QUERY_INTERRUPTED, SQLSTATE 70100.
     pub const QUERY_INTERRUPTED: u16 = 1317;
+    /// ER_UNKNOWN_ERROR, SQLSTATE HY000.
+    pub const UNKNOWN_ERROR: u16 = 1105;
 }

@@ -1,18 +1,23 @@
 //! The MySQL client/server protocol, server side (docs/mysql-protocol.md).
 //!
 //! One file per layer: [`wire`] (basic types), [`packet`] (framing),
-//! [`handshake`] and [`auth`] (connection phase), [`results`] (replies),
-//! [`conn`] (one connection's state machine).
+//! [`frame`] (framing on the I/O threads), [`handshake`] and [`auth`]
+//! (connection phase, run by `login.rs`), [`results`] (replies), [`conn`]
+//! (one connection's command phase, on an executor thread), [`task`] (one
+//! connection's I/O task tying them together).
 
 pub mod auth;
 pub mod binary;
 pub mod conn;
 pub mod consts;
+pub mod frame;
 pub mod handshake;
 pub mod literals;
+pub(crate) mod login;
 pub mod packet;
 pub mod results;
 mod stmt;
+pub(crate) mod task;
 pub mod wire;
 
 use crate::backend::SqlError;
@@ -45,6 +50,10 @@ pub enum ProtocolError {
     /// The backend refused the session (unknown database, ...).
     #[error("{0}")]
     Refused(SqlError),
+    /// The executor thread running this connection's command panicked; the
+    /// connection is closed (its session went with the thread's unwinding).
+    #[error("the statement's executor thread failed")]
+    Executor,
 }
 
 impl ProtocolError {
@@ -52,6 +61,11 @@ impl ProtocolError {
     pub fn to_sql_error(&self) -> Option<SqlError> {
         Some(match self {
             ProtocolError::Io(_) | ProtocolError::Closed => return None,
+            ProtocolError::Executor => SqlError::new(
+                err::UNKNOWN_ERROR,
+                *b"HY000",
+                "Internal error: the statement's executor thread failed",
+            ),
             ProtocolError::Malformed(what) => SqlError::new(
                 err::MALFORMED_PACKET,
                 *b"08S01",

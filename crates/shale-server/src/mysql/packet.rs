@@ -21,8 +21,10 @@ use std::io::{BufReader, Read, Write};
 /// Largest payload one packet carries.
 pub const MAX_PAYLOAD: usize = 0xff_ffff;
 
-/// Reads and writes packets on one connection. Not shared between threads:
-/// a connection is served by one thread at a time.
+/// Reads and writes packets over a blocking stream. The server frames on
+/// its I/O threads with `frame.rs` instead; this twin shares its header
+/// check ([`check_header`]) and encoder ([`encode_payload`]) and serves the
+/// blocking callers (the fuzz target, tests, tools).
 pub struct PacketIo<S: Read + Write> {
     stream: BufReader<S>,
     /// Replies are gathered here and sent by [`PacketIo::flush`], so a
@@ -98,22 +100,9 @@ impl<S: Read + Write> PacketIo<S> {
             if self.timing && started.is_none() {
                 started = Some(std::time::Instant::now());
             }
-            let [a, b, c, seq] = header;
-            let len = usize::from(a) | usize::from(b) << 8 | usize::from(c) << 16;
-            if seq != self.seq {
-                return Err(ProtocolError::OutOfOrder {
-                    expected: self.seq,
-                    got: seq,
-                });
-            }
+            let len = check_header(header, self.seq, payload.len(), self.max_packet)?;
             self.seq = self.seq.wrapping_add(1);
             let total = payload.len() + len;
-            if total > self.max_packet {
-                return Err(ProtocolError::PacketTooLarge {
-                    size: total,
-                    max: self.max_packet,
-                });
-            }
             let start = payload.len();
             payload.resize(total, 0);
             let dst = payload
@@ -132,21 +121,7 @@ impl<S: Read + Write> PacketIo<S> {
 
     /// Queues one payload, split into packets as needed.
     pub fn write_payload(&mut self, payload: &[u8]) {
-        let mut rest = payload;
-        loop {
-            let n = rest.len().min(MAX_PAYLOAD);
-            let (chunk, tail) = rest.split_at(n);
-            // n <= 0xff_ffff, so its three low bytes are the whole length.
-            let len = (n as u32).to_le_bytes();
-            self.out
-                .extend_from_slice(&[len[0], len[1], len[2], self.seq]);
-            self.out.extend_from_slice(chunk);
-            self.seq = self.seq.wrapping_add(1);
-            rest = tail;
-            if n < MAX_PAYLOAD {
-                return;
-            }
-        }
+        encode_payload(&mut self.out, &mut self.seq, payload);
     }
 
     /// Sends everything queued.
@@ -185,6 +160,92 @@ impl<S: Read + Write> PacketIo<S> {
         let mut io = PacketIo::new(stream, max_packet);
         io.seq = seq;
         io
+    }
+}
+
+/// Checks one packet header against the sequence id expected next and the
+/// bytes already joined; returns the body length. The one place both the
+/// blocking [`PacketIo`] and the event-driven reader (`mysql/frame.rs`)
+/// validate what a client sends.
+pub fn check_header(
+    header: [u8; 4],
+    expected_seq: u8,
+    joined: usize,
+    max_packet: usize,
+) -> Result<usize, ProtocolError> {
+    let [a, b, c, seq] = header;
+    let len = usize::from(a) | usize::from(b) << 8 | usize::from(c) << 16;
+    if seq != expected_seq {
+        return Err(ProtocolError::OutOfOrder {
+            expected: expected_seq,
+            got: seq,
+        });
+    }
+    let total = joined + len;
+    if total > max_packet {
+        return Err(ProtocolError::PacketTooLarge {
+            size: total,
+            max: max_packet,
+        });
+    }
+    Ok(len)
+}
+
+/// Appends `payload` to `out` as packets (split as needed), numbering them
+/// from `*seq` on.
+pub fn encode_payload(out: &mut Vec<u8>, seq: &mut u8, payload: &[u8]) {
+    let mut rest = payload;
+    loop {
+        let n = rest.len().min(MAX_PAYLOAD);
+        let (chunk, tail) = rest.split_at(n);
+        // n <= 0xff_ffff, so its three low bytes are the whole length.
+        let len = (n as u32).to_le_bytes();
+        out.extend_from_slice(&[len[0], len[1], len[2], *seq]);
+        out.extend_from_slice(chunk);
+        *seq = seq.wrapping_add(1);
+        rest = tail;
+        if n < MAX_PAYLOAD {
+            return;
+        }
+    }
+}
+
+/// A reply being built on an executor thread: packets queued in memory,
+/// sent by the connection's I/O task once the command is done
+/// (docs/mysql-protocol.md, "Threads and shutdown").
+#[derive(Default)]
+pub struct PacketWriter {
+    out: Vec<u8>,
+    seq: u8,
+}
+
+/// A reply buffer larger than this is given back after it was sent, so an
+/// idle connection does not keep the memory of its largest result.
+const KEEP_CAPACITY: usize = 64 << 10;
+
+impl PacketWriter {
+    /// Starts a reply whose first packet has sequence id `seq`.
+    pub fn start(&mut self, seq: u8) {
+        self.out.clear();
+        self.seq = seq;
+    }
+
+    /// Queues one payload, split into packets as needed.
+    pub fn write_payload(&mut self, payload: &[u8]) {
+        encode_payload(&mut self.out, &mut self.seq, payload);
+    }
+
+    /// The packets queued.
+    pub fn bytes(&self) -> &[u8] {
+        &self.out
+    }
+
+    /// Forgets the queued packets (they were sent).
+    pub fn clear(&mut self) {
+        self.out.clear();
+        if self.out.capacity() > KEEP_CAPACITY {
+            self.out = Vec::new();
+        }
     }
 }
 

@@ -16,7 +16,6 @@ use super::wire::{put_lenenc_int, Reader};
 use super::ProtocolError;
 use crate::backend::{Column, Reply, Session, SqlError};
 use std::collections::HashMap;
-use std::io::{Read, Write};
 
 /// Statements prepared on one connection.
 #[derive(Default)]
@@ -44,7 +43,7 @@ fn unknown(id: u32) -> SqlError {
     )
 }
 
-impl<S: Read + Write, T: Session> Conn<S, T> {
+impl<T: Session> Conn<T> {
     pub(super) fn stmt_prepare(&mut self, body: &[u8]) -> Result<(), ProtocolError> {
         if self.stmts.by_id.len() >= MAX_STATEMENTS {
             return self.send_err(&SqlError::new(
@@ -77,20 +76,20 @@ impl<S: Read + Write, T: Session> Conn<S, T> {
         head.extend_from_slice(&prepared.params.to_le_bytes());
         head.push(0);
         head.extend_from_slice(&0u16.to_le_bytes()); // warnings
-        self.io.write_payload(&head);
+        self.out.write_payload(&head);
         let st = session_status(&self.session);
         if prepared.params > 0 {
             let p = Column::new("?", ColumnType::VarString);
             for _ in 0..prepared.params {
-                self.io.write_payload(&column_definition(&p));
+                self.out.write_payload(&column_definition(&p));
             }
-            self.io.write_payload(&eof_packet(0, st));
+            self.out.write_payload(&eof_packet(0, st));
         }
         if !prepared.columns.is_empty() {
             for c in &prepared.columns {
-                self.io.write_payload(&column_definition(c));
+                self.out.write_payload(&column_definition(c));
             }
-            self.io.write_payload(&eof_packet(0, st));
+            self.out.write_payload(&eof_packet(0, st));
         }
         let params = usize::from(prepared.params);
         self.stmts.by_id.insert(
@@ -101,7 +100,7 @@ impl<S: Read + Write, T: Session> Conn<S, T> {
                 long_data: vec![None; params],
             },
         );
-        self.io.flush()
+        Ok(())
     }
 
     pub(super) fn stmt_execute(&mut self, body: &[u8]) -> Result<(), ProtocolError> {
@@ -127,13 +126,13 @@ impl<S: Read + Write, T: Session> Conn<S, T> {
         let ran = self.clock();
         let st = session_status(&self.session);
         match reply {
-            Err(e) => self.io.write_payload(&err_packet(&e)),
+            Err(e) => self.out.write_payload(&err_packet(&e)),
             Ok(Reply::Ok {
                 affected_rows,
                 last_insert_id,
                 warnings,
                 info,
-            }) => self.io.write_payload(&ok_packet(
+            }) => self.out.write_payload(&ok_packet(
                 affected_rows,
                 last_insert_id,
                 st,
@@ -143,23 +142,19 @@ impl<S: Read + Write, T: Session> Conn<S, T> {
             Ok(Reply::Rows { columns, rows }) => {
                 let mut count = Vec::new();
                 put_lenenc_int(&mut count, columns.len() as u64); // usize -> u64: lossless
-                self.io.write_payload(&count);
+                self.out.write_payload(&count);
                 for c in &columns {
-                    self.io.write_payload(&column_definition(c));
+                    self.out.write_payload(&column_definition(c));
                 }
-                self.io.write_payload(&eof_packet(0, st));
+                self.out.write_payload(&eof_packet(0, st));
                 let types: Vec<ColumnType> = columns.iter().map(|c| c.col_type).collect();
                 for row in &rows {
-                    self.io.write_payload(&binary_row(&types, row)?);
-                    if self.io.queued() > 1 << 20 {
-                        self.io.flush()?;
-                    }
+                    self.out.write_payload(&binary_row(&types, row)?);
                 }
-                self.io.write_payload(&eof_packet(0, st));
+                self.out.write_payload(&eof_packet(0, st));
             }
         }
-        self.io.flush()?;
-        self.record_stages(started, ran);
+        self.record_run(started, ran);
         Ok(())
     }
 

@@ -59,7 +59,7 @@ use crate::txn::lock_manager::LockManager;
 use crate::version::{CfVersion, ExtentSpace, Version, VersionEdit, VersionSet, DEFAULT_CF_ID};
 use crate::wal::LogWriter;
 use crate::write_batch::WriteBatch;
-use parking_lot::{Condvar, Mutex};
+use parking_lot::{Condvar, Mutex, RwLock};
 use snapshot::SnapshotList;
 use stats::DbStats;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
