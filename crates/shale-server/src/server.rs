@@ -261,6 +261,10 @@ where
             let host = peer.ip().to_string();
             self.shared.processes.register(id, &host, killer);
             let (backend, cfg, shared) = (self.backend.clone(), cfg.clone(), self.shared.clone());
+            let owner = self.shared.clone();
+            let serve = move |stream: crate::mysql::login::BoxedStream, inline: bool| {
+                serve_one(backend, stream, id, host, cfg, shared, inline)
+            };
             if self.cfg.thread_handling == ThreadHandling::OneThreadPerConnection {
                 // The connection's own thread (a blocking-pool thread, so
                 // ended connections' threads are reused) runs its own
@@ -271,50 +275,24 @@ where
                         .enable_io()
                         .enable_time()
                         .build();
-                    let r = match local {
-                        Ok(rt) => rt.block_on(async {
-                            let stream = tokio::net::TcpStream::from_std(stream)?;
-                            let stream: crate::mysql::login::BoxedStream = Box::new(stream);
-                            crate::mysql::task::serve(
-                                backend,
-                                stream,
-                                id,
-                                host,
-                                cfg,
-                                shared.clone(),
-                                true,
-                            )
-                            .await
-                        }),
-                        Err(e) => Err(e.into()),
-                    };
-                    if let Err(e) = r {
-                        tracing::debug!(connection = id, error = %e, "connection ended");
+                    let stream = local.as_ref().ok().and_then(|rt| {
+                        let _in = rt.enter();
+                        tokio::net::TcpStream::from_std(stream).ok()
+                    });
+                    match (local, stream) {
+                        (Ok(rt), Some(stream)) => rt.block_on(serve(Box::new(stream), true)),
+                        _ => {
+                            tracing::warn!(connection = id, "no event loop for the connection");
+                            owner.processes.remove(id);
+                        }
                     }
-                    shared.processes.remove(id);
                 });
                 tasks.spawn(async move {
                     let _ = own.await;
                 });
                 continue;
             }
-            tasks.spawn(async move {
-                let stream: crate::mysql::login::BoxedStream = Box::new(stream);
-                let r = crate::mysql::task::serve(
-                    backend,
-                    stream,
-                    id,
-                    host,
-                    cfg,
-                    shared.clone(),
-                    false,
-                )
-                .await;
-                if let Err(e) = r {
-                    tracing::debug!(connection = id, error = %e, "connection ended");
-                }
-                shared.processes.remove(id);
-            });
+            tasks.spawn(serve(Box::new(stream), false));
         }
         drop(listener);
         // Connections registered after `shutdown` looked at the list.
@@ -322,6 +300,26 @@ where
         while tasks.join_next().await.is_some() {}
         Ok(())
     }
+}
+
+/// Serves one connection to its end (`inline`: on this thread, which is
+/// the connection's own), then takes it off the process list.
+async fn serve_one<B: Backend>(
+    backend: Arc<B>,
+    stream: crate::mysql::login::BoxedStream,
+    id: u32,
+    host: String,
+    cfg: Arc<ConnConfig>,
+    shared: Arc<Shared>,
+    inline: bool,
+) where
+    B::Session: 'static,
+{
+    let r = crate::mysql::task::serve(backend, stream, id, host, cfg, shared.clone(), inline).await;
+    if let Err(e) = r {
+        tracing::debug!(connection = id, error = %e, "connection ended");
+    }
+    shared.processes.remove(id);
 }
 
 fn is_fd_exhaustion(e: &std::io::Error) -> bool {
