@@ -156,13 +156,17 @@ impl SqlSession {
         {
             return r;
         }
+        let parsed = shale_sql::ParsedStatement::new(stmt);
         admin::check_privilege_on(
             stmt,
             &self.account,
             self.inner.current_database(),
-            &shale_sql::relations(stmt),
+            parsed.relations(),
         )?;
-        let out = self.inner.execute(stmt).map_err(convert_error)?;
+        let out = self
+            .inner
+            .execute_parsed(parsed, None)
+            .map_err(convert_error)?;
         if let Some(db) = self.inner.current_database() {
             self.info.shared.processes.set_db(self.info.id, Some(db));
         }

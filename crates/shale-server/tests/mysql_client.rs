@@ -799,7 +799,14 @@ fn stage_histograms_record_each_command() {
         "",
     );
     assert!(out.status.success());
-    // The client also sends its own `select @@version_comment` at login.
+    // The server records a command's send stage after the reply left, so
+    // the client may have exited before the last sample lands: wait for it.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while s.shared.stats.stages().iter().any(|(_, h)| count(h) < 3)
+        && std::time::Instant::now() < deadline
+    {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
     for (name, h) in s.shared.stats.stages() {
         assert!(count(h) >= 3, "{name}: {:?}", h.snapshot());
     }

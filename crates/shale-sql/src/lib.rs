@@ -39,6 +39,7 @@ mod dml;
 mod error;
 mod executor;
 mod expr;
+mod fast_insert;
 mod fastpred;
 mod functions;
 mod group;
@@ -68,7 +69,9 @@ mod types;
 pub use error::{Error, Result};
 pub use output::{ColumnMeta, Output};
 pub use result::{Collect, ResultSink};
-pub use session::{relations, PreparedStatement, Session, MAX_STATEMENT_BYTES, VERSION};
+pub use session::{
+    relations, ParsedStatement, PreparedStatement, Session, MAX_STATEMENT_BYTES, VERSION,
+};
 pub use types::{DateTime, Datum, Decimal, SqlType};
 
 use std::sync::atomic::Ordering;

@@ -28,6 +28,11 @@ pub(crate) type TableName = (Option<String>, String);
 /// qualified, table), of a CHECK TABLE or OPTIMIZE TABLE statement.
 pub(crate) fn table_list(sql: &str) -> Option<(&'static str, Vec<TableName>)> {
     let raw = sql.trim().trim_end_matches(';').trim_end();
+    // Every statement passes here: upper-case only a CHECK or OPTIMIZE.
+    let first = raw.split_whitespace().next().unwrap_or_default();
+    if !(first.eq_ignore_ascii_case("CHECK") || first.eq_ignore_ascii_case("OPTIMIZE")) {
+        return None;
+    }
     let upper = raw.to_ascii_uppercase();
     let mut words = upper.split_whitespace();
     let op = match (words.next(), words.next()) {

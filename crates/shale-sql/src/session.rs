@@ -161,12 +161,51 @@ fn isolation_name(i: Isolation) -> &'static str {
 /// if it does not parse (executing it reports the syntax error). The
 /// server checks privileges against these.
 pub fn relations(sql: &str) -> Vec<(Option<String>, String)> {
-    if let Some((_, tables)) = crate::maintenance::table_list(sql) {
-        return tables;
+    ParsedStatement::new(sql).relations
+}
+
+/// One statement's text, parsed once: a caller that must see what it names
+/// before running it (the server checks privileges) passes it on to
+/// [`Session::execute_parsed`] instead of having the text parsed twice.
+pub struct ParsedStatement<'a> {
+    sql: &'a str,
+    /// The parser's answer for the normalized text (statements the session
+    /// recognizes from their text, XA and some SHOWs, never look at it).
+    stmts: Result<Vec<Statement>>,
+    relations: Vec<(Option<String>, String)>,
+}
+
+impl<'a> ParsedStatement<'a> {
+    pub fn new(sql: &'a str) -> ParsedStatement<'a> {
+        let mut stmts = parse(&normalize(sql));
+        let relations = match (crate::maintenance::table_list(sql), &mut stmts) {
+            (Some((_, tables)), _) => tables,
+            (None, Ok(stmts)) => {
+                // Rows of literals name no table: leave them out of the
+                // walk (a bulk INSERT has thousands).
+                let rows = stmts.first_mut().and_then(crate::fast_insert::literal_rows);
+                let kept = rows.map(std::mem::take);
+                let relations = relations_of(stmts);
+                if let (Some(kept), Some(rows)) = (
+                    kept,
+                    stmts.first_mut().and_then(crate::fast_insert::literal_rows),
+                ) {
+                    *rows = kept;
+                }
+                relations
+            }
+            (None, Err(_)) => Vec::new(),
+        };
+        ParsedStatement {
+            sql,
+            stmts,
+            relations,
+        }
     }
-    match parse(&normalize(sql)) {
-        Ok(stmts) => relations_of(&stmts),
-        Err(_) => Vec::new(),
+
+    /// The tables the statement names, as [`relations`] gives them.
+    pub fn relations(&self) -> &[(Option<String>, String)] {
+        &self.relations
     }
 }
 
@@ -207,12 +246,14 @@ fn number_placeholders(sql: &str) -> Result<(String, usize)> {
 
 /// MySQL syntax the parser lacks, rewritten to what it knows.
 fn normalize(sql: &str) -> String {
+    const LISM: &str = "LOCK IN SHARE MODE";
     let trimmed = sql.trim().trim_end_matches(';').trim_end();
-    let upper = trimmed.to_ascii_uppercase();
-    if let Some(p) = upper.rfind("LOCK IN SHARE MODE") {
-        if upper
+    // Only the tail can hold the clause: upper-case just that much (a bulk
+    // INSERT can be megabytes).
+    if let Some(p) = trimmed.len().checked_sub(LISM.len()) {
+        if trimmed
             .get(p..)
-            .is_some_and(|t| t.trim_end() == "LOCK IN SHARE MODE")
+            .is_some_and(|t| t.eq_ignore_ascii_case(LISM))
         {
             return format!("{}FOR SHARE", trimmed.get(..p).unwrap_or_default());
         }
@@ -226,6 +267,9 @@ fn parse(sql: &str) -> Result<Vec<Statement>> {
             "statement of {} bytes is larger than max_allowed_packet",
             sql.len()
         )));
+    }
+    if let Some(stmt) = crate::fast_insert::parse(sql) {
+        return Ok(vec![stmt]);
     }
     Parser::parse_sql(&MySqlDialect {}, sql).map_err(|e| Error::Syntax(e.to_string()))
 }
@@ -336,15 +380,26 @@ impl Session {
     }
 
     fn execute_to(&mut self, sql: &str, sink: Option<&mut dyn ResultSink>) -> Result<Output> {
+        self.execute_parsed(ParsedStatement::new(sql), sink)
+    }
+
+    /// Runs a statement parsed by [`ParsedStatement::new`]; `sink` as for
+    /// [`Session::execute_streaming`].
+    pub fn execute_parsed(
+        &mut self,
+        parsed: ParsedStatement<'_>,
+        sink: Option<&mut dyn ResultSink>,
+    ) -> Result<Output> {
+        let sql = parsed.sql;
         if let Some(out) = self.xa(sql)? {
             return Ok(out);
         }
         if let Some(out) = self.show_extra(sql)? {
             return Ok(out);
         }
-        let normalized = normalize(sql);
         // The parser drops SET SESSION TRANSACTION's scope; note it here.
-        let upper: String = normalized
+        let upper: String = sql
+            .trim_start()
             .chars()
             .take(40)
             .collect::<String>()
@@ -354,8 +409,7 @@ impl Session {
             words.as_slice(),
             ["SET", "SESSION" | "LOCAL", "TRANSACTION", ..]
         );
-        let stmts = parse(&normalized)?;
-        match stmts.as_slice() {
+        match parsed.stmts?.as_slice() {
             [s] => self.dispatch(s, &[], sink),
             [] => Err(Error::Syntax("Query was empty".into())),
             _ => Err(Error::Syntax(
@@ -1034,10 +1088,13 @@ impl Session {
     /// SHOW statements the parser does not know: INDEX/KEYS, WARNINGS,
     /// ERRORS, ENGINES.
     fn show_extra(&mut self, sql: &str) -> Result<Option<Output>> {
+        // Every statement passes here: look at no more words than the
+        // patterns below need (a bulk INSERT can be megabytes).
         let words: Vec<String> = sql
             .trim()
             .trim_end_matches(';')
             .split_whitespace()
+            .take(4)
             .map(|w| w.to_ascii_uppercase())
             .collect();
         let w: Vec<&str> = words.iter().map(String::as_str).collect();
@@ -1091,6 +1148,10 @@ impl Session {
 
     /// XA START/END/PREPARE/COMMIT/ROLLBACK/RECOVER over the engine's 2PC.
     fn xa(&mut self, sql: &str) -> Result<Option<Output>> {
+        let first = sql.split_whitespace().next();
+        if !first.is_some_and(|w| w.eq_ignore_ascii_case("XA")) {
+            return Ok(None);
+        }
         let words: Vec<&str> = sql
             .trim()
             .trim_end_matches(';')
