@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the build and the tests need, when missing:
-#   build-essential  rustc links with cc; zstd-sys and ring compile C
+#   build-essential  rustc links with cc; zstd-sys, ring and libmimalloc-sys compile C
 #   mariadb-client   the MySQL-protocol tests drive the real `mariadb` client
 #   sysbench         a bounded sysbench run against `shale serve` is a test
 #   redis-tools      the Redis-endpoint tests drive the real `redis-cli`

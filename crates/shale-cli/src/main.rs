@@ -19,6 +19,11 @@
 //! engine's) and `--recovery-memory-mb N` (0 = the write buffers) tune that
 //! replay.
 
+/// mimalloc instead of glibc's malloc: the server allocates per statement
+/// (plans, rows, packets) from many threads (crates/shale-cli/Cargo.toml).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 mod codec;
 mod load;
 mod open;
