@@ -21,6 +21,7 @@ use parking_lot::{Mutex, RwLock};
 use serde::{Deserialize, Serialize};
 use shaledb::{CfId, Db, WriteBatch, WriteOptions};
 use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// Column family of the dictionary and of the table data.
@@ -347,6 +348,12 @@ pub struct Catalog {
     /// Rows to bring to their table's current schema version, and the
     /// sweep that retires unused versions (schema_upgrade.rs).
     pub upgrade: Arc<crate::schema_upgrade::UpgradeState>,
+    /// Bumped after every change of `state` (under its write lock): a
+    /// cached plan made at another epoch is stale (plan_cache.rs).
+    plan_epoch: AtomicU64,
+    /// The newest `visible_from` of any published index, as of the last
+    /// change of `state`.
+    max_visible_from: AtomicU64,
 }
 
 impl Catalog {
@@ -373,6 +380,8 @@ impl Catalog {
             autoinc: Mutex::new(HashMap::new()),
             write_options: RwLock::new(WriteOptions::default()),
             upgrade: Arc::default(),
+            plan_epoch: AtomicU64::new(0),
+            max_visible_from: AtomicU64::new(0),
         };
         catalog.load()?;
         catalog.db.set_compaction_filter(
@@ -428,7 +437,10 @@ impl Catalog {
             return Err(Error::Engine(e.clone()));
         }
         self.upgrade.refresh(state.tables.values());
-        *self.state.write() = state;
+        let mut guard = self.state.write();
+        *guard = state;
+        self.state_changed(&guard);
+        drop(guard);
         *self.next_id.lock() = next_id;
         for key in garbage {
             let id = key
@@ -537,7 +549,31 @@ impl Catalog {
         let mut state = self.state.write();
         apply(&mut state);
         self.upgrade.refresh(state.tables.values());
+        self.state_changed(&state);
         Ok(())
+    }
+
+    /// Called with `state` write-locked after each change.
+    fn state_changed(&self, state: &CatalogState) {
+        let newest = state
+            .tables
+            .values()
+            .flat_map(|t| t.indexes.iter().map(|ix| ix.visible_from))
+            .max()
+            .unwrap_or(0);
+        self.max_visible_from.store(newest, Ordering::SeqCst);
+        self.plan_epoch.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Changes with every change of the dictionary (plan_cache.rs).
+    pub fn plan_epoch(&self) -> u64 {
+        self.plan_epoch.load(Ordering::SeqCst)
+    }
+
+    /// A reader at `snapshot` (`None`: the newest state) may read every
+    /// published index (access.rs skips those published after it).
+    pub fn all_indexes_visible_to(&self, snapshot: Option<u64>) -> bool {
+        snapshot.is_none_or(|s| s >= self.max_visible_from.load(Ordering::SeqCst))
     }
 
     pub fn create_database(&self, name: &str) -> Result<()> {

@@ -55,6 +55,7 @@ mod maintenance;
 mod order;
 mod output;
 mod parallel;
+mod plan_cache;
 mod result;
 mod rowcodec;
 mod scan;
@@ -132,6 +133,12 @@ impl Database {
     /// How many aggregate scans ran as parallel partitions so far.
     pub fn parallel_scans(&self) -> u64 {
         self.shared.parallel_scans.load(Ordering::Relaxed)
+    }
+
+    /// Executions of prepared queries that reused the plan of an earlier
+    /// execution (plan_cache.rs).
+    pub fn plans_reused(&self) -> u64 {
+        self.shared.plans_reused.load(Ordering::Relaxed)
     }
 
     /// The directory spilled sorts, groups and joins write their run

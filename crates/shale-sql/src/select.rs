@@ -93,10 +93,13 @@ pub struct Planner<'a> {
 fn const_u64(e: &ast::Expr, params: &[Datum]) -> Result<u64> {
     let v = match e {
         ast::Expr::Value(v) => match &v.value {
-            ast::Value::Placeholder(p) => params
-                .get(crate::expr::placeholder_index(p)?)
-                .cloned()
-                .unwrap_or(Datum::Null),
+            // Planned at prepare time, without values (Session::prepare
+            // passes none): any count will do for the result's columns.
+            ast::Value::Placeholder(p) => match params.get(crate::expr::placeholder_index(p)?) {
+                Some(v) => v.clone(),
+                None if params.is_empty() => return Ok(u64::MAX),
+                None => Datum::Null,
+            },
             other => crate::expr::literal(other)?,
         },
         other => {

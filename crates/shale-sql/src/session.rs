@@ -15,6 +15,7 @@ use crate::error::{Error, Result};
 use crate::executor::Executor;
 use crate::expr::{ident_name, SessionFacts};
 use crate::output::{ColumnMeta, Output};
+use crate::plan_cache::PlanCache;
 use crate::result::ResultSink;
 use crate::select::{LockKind, Planner, SelectPlan};
 use crate::show;
@@ -80,6 +81,9 @@ pub struct Shared {
     pub sync_commits: AtomicBool,
     /// Aggregate scans run as parallel partitions (a statistic).
     pub parallel_scans: AtomicU64,
+    /// Executions of a prepared query that ran its cached plan (a
+    /// statistic; plan_cache.rs).
+    pub plans_reused: AtomicU64,
     next_connection: AtomicU64,
 }
 
@@ -89,6 +93,7 @@ impl Shared {
             catalog,
             sync_commits: AtomicBool::new(false),
             parallel_scans: AtomicU64::new(0),
+            plans_reused: AtomicU64::new(0),
             next_connection: AtomicU64::new(1),
         }
     }
@@ -101,6 +106,7 @@ pub struct PreparedStatement {
     params: usize,
     columns: Arc<Vec<ColumnMeta>>,
     relations: Arc<Vec<(Option<String>, String)>>,
+    plan: Arc<PlanCache>,
 }
 
 impl PreparedStatement {
@@ -440,11 +446,12 @@ impl Session {
         };
         let columns = match &stmt {
             Statement::Query(q) => {
-                let nulls = vec![Datum::Null; params];
+                // No values yet: a `?` in the select list types as
+                // VARCHAR, one in LIMIT as no limit (select.rs).
                 let planner = Planner {
                     cat: self.cat(),
                     facts: &self.facts,
-                    params: &nulls,
+                    params: &[],
                     snapshot: None,
                     outer: None,
                 };
@@ -459,6 +466,7 @@ impl Session {
         };
         let relations = Arc::new(relations_of(std::slice::from_ref(&stmt)));
         Ok(PreparedStatement {
+            plan: Arc::new(PlanCache::new(&stmt)),
             stmt: Arc::new(stmt),
             params,
             columns: Arc::new(columns),
@@ -474,7 +482,11 @@ impl Session {
         if params.len() != stmt.params {
             return Err(Error::PlaceholderCount("mysqld_stmt_execute".into()));
         }
-        self.dispatch(&stmt.stmt, params, None)
+        match stmt.stmt.as_ref() {
+            // A query may run the plan its last execution made.
+            q @ Statement::Query(_) => self.row_statement(q, params, None, Some(&stmt.plan)),
+            other => self.dispatch(other, params, None),
+        }
     }
 
     fn txn_options(&self) -> TxnOptions {
@@ -549,7 +561,7 @@ impl Session {
             Statement::Query(_)
             | Statement::Insert(_)
             | Statement::Update(_)
-            | Statement::Delete(_) => self.row_statement(stmt, params, sink),
+            | Statement::Delete(_) => self.row_statement(stmt, params, sink, None),
             Statement::StartTransaction { modes, .. } => {
                 let read_only = modes.iter().any(|m| {
                     matches!(
@@ -885,6 +897,7 @@ impl Session {
         stmt: &Statement,
         params: &[Datum],
         sink: Option<&mut dyn ResultSink>,
+        plan_cache: Option<&PlanCache>,
     ) -> Result<Output> {
         let writes = !matches!(stmt, Statement::Query(_));
         if writes && self.read_only_txn {
@@ -924,6 +937,7 @@ impl Session {
                 self.interrupt.as_deref(),
                 !in_explicit,
                 sink,
+                plan_cache,
             );
             if in_explicit {
                 match &r {
@@ -1347,6 +1361,7 @@ fn run_row_statement(
     interrupt: Option<&AtomicBool>,
     alone: bool,
     sink: Option<&mut dyn ResultSink>,
+    plan_cache: Option<&PlanCache>,
 ) -> Result<(Output, Vec<(u32, u64)>)> {
     let cat = &shared.catalog;
     let snapshot = txn.snapshot_sequence();
@@ -1366,7 +1381,21 @@ fn run_row_statement(
     };
     match stmt {
         Statement::Query(q) => {
-            let plan = planner.plan_query(q)?;
+            let db = facts.database.as_deref();
+            let plan = match plan_cache.and_then(|c| c.get(cat, db, snapshot)) {
+                Some(plan) => {
+                    shared.plans_reused.fetch_add(1, Ordering::Relaxed);
+                    plan
+                }
+                None => {
+                    let epoch = cat.plan_epoch();
+                    let plan = Arc::new(planner.plan_query(q)?);
+                    if let Some(c) = plan_cache {
+                        c.put(cat, epoch, db, snapshot, plan.clone());
+                    }
+                    plan
+                }
+            };
             let locked = match plan.lock {
                 Some(kind) if plan.tables.len() == 1 && plan.unions.is_empty() => {
                     // Lock the rows first, then answer from their latest versions.
