@@ -347,6 +347,8 @@ pub struct Catalog {
     /// Rows to bring to their table's current schema version, and the
     /// sweep that retires unused versions (schema_upgrade.rs).
     pub upgrade: Arc<crate::schema_upgrade::UpgradeState>,
+    /// The bulk index build's memory bound and last figures (index_bulk.rs).
+    pub bulk: crate::index_bulk::BulkState,
 }
 
 impl Catalog {
@@ -373,6 +375,7 @@ impl Catalog {
             autoinc: Mutex::new(HashMap::new()),
             write_options: RwLock::new(WriteOptions::default()),
             upgrade: Arc::default(),
+            bulk: crate::index_bulk::BulkState::default(),
         };
         catalog.load()?;
         catalog.db.set_compaction_filter(

@@ -45,6 +45,7 @@ mod group;
 mod index;
 mod index_build;
 mod index_bulk;
+mod index_runs;
 mod infer;
 mod infoschema;
 mod join;
@@ -66,6 +67,7 @@ mod spill;
 mod types;
 
 pub use error::{Error, Result};
+pub use index_bulk::IndexBuildStats;
 pub use output::{ColumnMeta, Output};
 pub use result::{Collect, ResultSink};
 pub use session::{relations, PreparedStatement, Session, MAX_STATEMENT_BYTES, VERSION};
@@ -135,6 +137,23 @@ impl Database {
     /// files to (`tmpdir`): `tmp/` under the data directory.
     pub fn tmpdir(&self) -> std::path::PathBuf {
         self.engine().path().join(executor::TMP_DIR)
+    }
+
+    /// Bytes of index entries a bulk (non-unique) CREATE INDEX sorts in
+    /// memory at a time (512 MiB by default); a larger index spills sorted
+    /// runs of this size to `tmpdir` and merges them by key range
+    /// (docs/tables.md, "CREATE INDEX"). At least 1 byte is used.
+    pub fn set_index_build_buffer(&self, bytes: usize) {
+        self.shared
+            .catalog
+            .bulk
+            .run_bytes
+            .store(bytes.max(1), Ordering::Relaxed);
+    }
+
+    /// What the last bulk CREATE INDEX since open did (`None` before one).
+    pub fn last_index_build(&self) -> Option<IndexBuildStats> {
+        self.shared.catalog.bulk.last.lock().clone()
     }
 
     /// The engine underneath.
