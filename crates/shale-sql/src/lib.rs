@@ -142,13 +142,14 @@ impl Database {
     /// Bytes of index entries a bulk (non-unique) CREATE INDEX sorts in
     /// memory at a time (512 MiB by default); a larger index spills sorted
     /// runs of this size to `tmpdir` and merges them by key range
-    /// (docs/tables.md, "CREATE INDEX"). At least 1 byte is used.
+    /// (docs/tables.md, "CREATE INDEX"). A smaller value than 64 KiB is
+    /// raised to it (each run is a file the final merge holds open).
     pub fn set_index_build_buffer(&self, bytes: usize) {
         self.shared
             .catalog
             .bulk
             .run_bytes
-            .store(bytes.max(1), Ordering::Relaxed);
+            .store(bytes.max(64 << 10), Ordering::Relaxed);
     }
 
     /// What the last bulk CREATE INDEX since open did (`None` before one).
