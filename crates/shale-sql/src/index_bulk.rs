@@ -8,7 +8,8 @@
 //! scan primary index at S -> per row: prefix(ix) ++ index columns ++ pk
 //!                          -> arena; every `run_bytes` (512 MiB): sort
 //!                             (2 threads) and spill as a sorted run file
-//!                             (index_runs.rs) to tmpdir
+//!                             (index_runs.rs) to tmpdir; at 64 runs merge
+//!                             them into one (bounded open files)
 //! end of scan             -> sort the last arena (kept in memory); pick
 //!                             P-1 splitters (P = cores, at most 4) from the
 //!                             runs' block keys and a sample of the arena
@@ -50,11 +51,16 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 const RUN_BYTES: usize = 512 << 20;
 /// Most partitions (and threads) of the final merge.
 const MAX_PARTITIONS: usize = 4;
+/// Default most spilled runs kept apart: at this many they are merged into
+/// one, so the final merge's open files (partitions x runs) stay bounded.
+const MAX_RUNS: usize = 64;
 
 /// The bulk build's setting and figures, kept in the catalog.
 pub struct BulkState {
     /// `Database::set_index_build_buffer`.
     pub run_bytes: AtomicUsize,
+    /// `Database::set_index_build_fan_in`.
+    pub max_runs: AtomicUsize,
     pub last: Mutex<Option<IndexBuildStats>>,
 }
 
@@ -62,6 +68,7 @@ impl Default for BulkState {
     fn default() -> Self {
         BulkState {
             run_bytes: AtomicUsize::new(RUN_BYTES),
+            max_runs: AtomicUsize::new(MAX_RUNS),
             last: Mutex::new(None),
         }
     }
@@ -74,6 +81,8 @@ pub struct IndexBuildStats {
     pub entries: u64,
     /// Sorted runs spilled to `tmpdir` (0: the index fit in memory).
     pub runs_spilled: usize,
+    /// Times the spilled runs reached the fan-in and were merged into one.
+    pub early_merges: usize,
     /// Key-disjoint runs handed to the ingest (one per partition).
     pub partitions: usize,
     /// Bytes of extents written.
@@ -93,6 +102,7 @@ impl Ddl<'_> {
             .primary()
             .ok_or_else(|| Error::BadTableDefinition("no primary index".into()))?;
         let run_bytes = self.cat.bulk.run_bytes.load(Ordering::Relaxed).max(1);
+        let max_runs = self.cat.bulk.max_runs.load(Ordering::Relaxed).max(2);
         let tmpdir = engine.path().join(crate::executor::TMP_DIR);
         let snapshot = engine.snapshot();
         let lo = index::prefix(pk.id);
@@ -110,6 +120,7 @@ impl Ddl<'_> {
         }
         let mut run = Run::default();
         let mut spilled: Vec<SpilledRun> = Vec::new();
+        let (mut runs_spilled, mut early_merges) = (0, 0);
         let mut scanned = 0u64;
         let mut it = engine.iter_cf(&ro, cf)?;
         it.seek_to_first()?;
@@ -129,6 +140,11 @@ impl Ddl<'_> {
                     sorted.iter().map(|e| run.key(e)),
                 )?);
                 run.clear(sorted);
+                runs_spilled += 1;
+                if spilled.len() >= max_runs {
+                    spilled = vec![merge_spilled(&tmpdir, &spilled)?];
+                    early_merges += 1;
+                }
             }
             it.next()?;
         }
@@ -139,7 +155,6 @@ impl Ddl<'_> {
         let sorted = run.sort();
         let ingest = engine.ingest_behind(cf)?;
         let (partitions, written) = write_partitions(&ingest, &run, &sorted, &spilled)?;
-        let runs_spilled = spilled.len();
         drop(spilled);
         if written != scanned {
             // Only a spilled run read back short could cause this; the
@@ -153,6 +168,7 @@ impl Ddl<'_> {
         *self.cat.bulk.last.lock() = Some(IndexBuildStats {
             entries: stats.entries,
             runs_spilled,
+            early_merges,
             partitions,
             bytes_written: stats.bytes_written,
             bytes_rewritten: stats.bytes_rewritten,
@@ -222,6 +238,27 @@ impl Run {
         sorted.clear();
         self.entries = sorted;
     }
+}
+
+/// Merges `runs` into one new run file (the old files are removed when the
+/// caller drops them); checks that no entry went missing.
+fn merge_spilled(dir: &std::path::Path, runs: &[SpilledRun]) -> Result<SpilledRun> {
+    let mut merge = Merge::new(runs, Box::new(std::iter::empty()), None, None)?;
+    let merged = index_runs::spill(dir, merge.by_ref().map(|(k, _)| k))?;
+    if let Some(e) = merge.error {
+        return Err(e);
+    }
+    let expected: u64 = runs.iter().map(|r| r.entries).sum();
+    if merged.entries != expected {
+        return Err(Error::TempFile {
+            path: dir.display().to_string(),
+            reason: format!(
+                "merged {} index entries of {expected} spilled",
+                merged.entries
+            ),
+        });
+    }
+    Ok(merged)
 }
 
 /// `[lo, hi)` of a partition, unbounded where `None`.

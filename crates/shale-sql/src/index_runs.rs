@@ -67,7 +67,7 @@ impl Drop for SpilledRun {
 }
 
 /// Writes `keys` (strictly ascending) to a new run file in `dir`.
-pub fn spill<'a>(dir: &Path, keys: impl Iterator<Item = &'a [u8]>) -> Result<SpilledRun> {
+pub fn spill<K: AsRef<[u8]>>(dir: &Path, keys: impl Iterator<Item = K>) -> Result<SpilledRun> {
     std::fs::create_dir_all(dir).map_err(|e| err(dir, e))?;
     let n = NEXT_FILE.fetch_add(1, Ordering::Relaxed);
     let path = dir.join(format!("shale-{}-ix{n}.spill", std::process::id()));
@@ -105,6 +105,7 @@ pub fn spill<'a>(dir: &Path, keys: impl Iterator<Item = &'a [u8]>) -> Result<Spi
             Ok::<(), Error>(())
         };
     for key in keys {
+        let key = key.as_ref();
         let len = u32::try_from(key.len())
             .ok()
             .filter(|l| *l <= MAX_BLOCK)

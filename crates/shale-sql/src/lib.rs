@@ -152,6 +152,17 @@ impl Database {
             .store(bytes.max(64 << 10), Ordering::Relaxed);
     }
 
+    /// The most spilled runs a bulk CREATE INDEX keeps apart (64 by
+    /// default, at least 2): at this many it merges them into one run file
+    /// first, so its final merge holds a bounded number of files open.
+    pub fn set_index_build_fan_in(&self, runs: usize) {
+        self.shared
+            .catalog
+            .bulk
+            .max_runs
+            .store(runs.max(2), Ordering::Relaxed);
+    }
+
     /// What the last bulk CREATE INDEX since open did (`None` before one).
     pub fn last_index_build(&self) -> Option<IndexBuildStats> {
         self.shared.catalog.bulk.last.lock().clone()

@@ -216,6 +216,18 @@ fn a_build_over_spilled_runs_moves_in_without_a_rewrite() {
         .map(|d| d.count())
         .unwrap_or(0);
     assert_eq!(leftover, 0, "run files left in tmp/");
+    // With a fan-in of 3, runs are merged into one file as they pile up;
+    // the result is the same index.
+    sql.set_index_build_fan_in(3);
+    s.execute("CREATE INDEX ik3 ON t (k, pad)").unwrap();
+    let st3 = sql.last_index_build().unwrap();
+    assert!(st3.runs_spilled >= 4 && st3.early_merges >= 2, "{st3:?}");
+    assert_eq!(st3.bytes_rewritten, 0, "{st3:?}");
+    check_table_ok(&mut s, "t");
+    let leftover = std::fs::read_dir(sql.tmpdir())
+        .map(|d| d.count())
+        .unwrap_or(0);
+    assert_eq!(leftover, 0, "run files left in tmp/");
 }
 
 #[test]
