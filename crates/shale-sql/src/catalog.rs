@@ -354,6 +354,8 @@ pub struct Catalog {
     /// The newest `visible_from` of any published index, as of the last
     /// change of `state`.
     max_visible_from: AtomicU64,
+    /// The bulk index build's memory bound and last figures (index_bulk.rs).
+    pub bulk: crate::index_bulk::BulkState,
 }
 
 impl Catalog {
@@ -382,6 +384,7 @@ impl Catalog {
             upgrade: Arc::default(),
             plan_epoch: AtomicU64::new(0),
             max_visible_from: AtomicU64::new(0),
+            bulk: crate::index_bulk::BulkState::default(),
         };
         catalog.load()?;
         catalog.db.set_compaction_filter(

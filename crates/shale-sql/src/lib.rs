@@ -46,6 +46,7 @@ mod group;
 mod index;
 mod index_build;
 mod index_bulk;
+mod index_runs;
 mod infer;
 mod infoschema;
 mod join;
@@ -68,6 +69,7 @@ mod spill;
 mod types;
 
 pub use error::{Error, Result};
+pub use index_bulk::IndexBuildStats;
 pub use output::{ColumnMeta, Output};
 pub use result::{Collect, ResultSink};
 pub use session::{
@@ -145,6 +147,35 @@ impl Database {
     /// files to (`tmpdir`): `tmp/` under the data directory.
     pub fn tmpdir(&self) -> std::path::PathBuf {
         self.engine().path().join(executor::TMP_DIR)
+    }
+
+    /// Bytes of index entries a bulk (non-unique) CREATE INDEX sorts in
+    /// memory at a time (512 MiB by default); a larger index spills sorted
+    /// runs of this size to `tmpdir` and merges them by key range
+    /// (docs/tables.md, "CREATE INDEX"). A smaller value than 64 KiB is
+    /// raised to it (each run is a file the final merge holds open).
+    pub fn set_index_build_buffer(&self, bytes: usize) {
+        self.shared
+            .catalog
+            .bulk
+            .run_bytes
+            .store(bytes.max(64 << 10), Ordering::Relaxed);
+    }
+
+    /// The most spilled runs a bulk CREATE INDEX keeps apart (64 by
+    /// default, at least 2): at this many it merges them into one run file
+    /// first, so its final merge holds a bounded number of files open.
+    pub fn set_index_build_fan_in(&self, runs: usize) {
+        self.shared
+            .catalog
+            .bulk
+            .max_runs
+            .store(runs.max(2), Ordering::Relaxed);
+    }
+
+    /// What the last bulk CREATE INDEX since open did (`None` before one).
+    pub fn last_index_build(&self) -> Option<IndexBuildStats> {
+        self.shared.catalog.bulk.last.lock().clone()
     }
 
     /// The engine underneath.

@@ -181,6 +181,56 @@ fn writes_go_on_while_an_index_is_built() {
 }
 
 #[test]
+fn a_build_over_spilled_runs_moves_in_without_a_rewrite() {
+    let dir = tempfile::tempdir().unwrap();
+    let sql = open(dir.path());
+    let mut s = sql.session();
+    load(&mut s, 30_000);
+    // The whole index fits the default buffer: nothing is spilled.
+    s.execute("CREATE INDEX ik0 ON t (k)").unwrap();
+    let one = sql.last_index_build().unwrap();
+    assert_eq!((one.runs_spilled, one.bytes_rewritten), (0, 0), "{one:?}");
+    assert_eq!(one.entries, 30_000);
+    s.execute("DROP INDEX ik0 ON t").unwrap();
+    // k = id % 1000 does not follow the primary key, so runs cut by
+    // arrival overlap in key range; 64 KiB runs make about ten of them.
+    sql.set_index_build_buffer(64 << 10);
+    let (during, r) = ddl_during_writes(&sql, &mut s, "CREATE INDEX ik ON t (k, pad)", 0);
+    r.unwrap();
+    assert!(during > 0, "no write completed during the build");
+    let st = sql.last_index_build().unwrap();
+    assert!(st.runs_spilled >= 4, "{st:?}");
+    assert!(st.partitions >= 1 && st.bytes_written > 0, "{st:?}");
+    // Every partition moved into the last level as written: no entry was
+    // written twice.
+    assert_eq!(st.bytes_rewritten, 0, "{st:?}");
+    check_table_ok(&mut s, "t");
+    for k in [0, 1, 7, 500, 999] {
+        assert_eq!(
+            count(&mut s, &format!("SELECT COUNT(*) FROM t WHERE k = {k}")),
+            count(&mut s, &format!("SELECT COUNT(*) FROM t WHERE k + 0 = {k}")),
+            "k = {k}"
+        );
+    }
+    let leftover = std::fs::read_dir(sql.tmpdir())
+        .map(|d| d.count())
+        .unwrap_or(0);
+    assert_eq!(leftover, 0, "run files left in tmp/");
+    // With a fan-in of 3, runs are merged into one file as they pile up;
+    // the result is the same index.
+    sql.set_index_build_fan_in(3);
+    s.execute("CREATE INDEX ik3 ON t (k, pad)").unwrap();
+    let st3 = sql.last_index_build().unwrap();
+    assert!(st3.runs_spilled >= 4 && st3.early_merges >= 2, "{st3:?}");
+    assert_eq!(st3.bytes_rewritten, 0, "{st3:?}");
+    check_table_ok(&mut s, "t");
+    let leftover = std::fs::read_dir(sql.tmpdir())
+        .map(|d| d.count())
+        .unwrap_or(0);
+    assert_eq!(leftover, 0, "run files left in tmp/");
+}
+
+#[test]
 fn a_duplicate_fails_a_unique_build_and_leaves_no_index() {
     let dir = tempfile::tempdir().unwrap();
     let sql = open(dir.path());
@@ -246,6 +296,9 @@ fn index_build_child() {
             }
         })
     };
+    // A plain build spills many small sorted runs, so kills land in the
+    // spill and the merge too.
+    sql.set_index_build_buffer(64 << 10);
     let mut s = sql.session();
     s.execute("USE o").unwrap();
     let ddl = match std::env::var("SHALE_SQL_BUILD_KIND").as_deref() {
@@ -302,6 +355,10 @@ fn kill9_during_an_index_build() {
             built |= l == "built";
         }
         let sql = open(dir.path());
+        let leftover = std::fs::read_dir(sql.tmpdir())
+            .map(|d| d.count())
+            .unwrap_or(0);
+        assert_eq!(leftover, 0, "cycle {cycle}: run files left in tmp/");
         let mut s = sql.session();
         s.execute("USE o").unwrap();
         let ctx = format!(

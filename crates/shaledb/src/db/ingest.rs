@@ -94,9 +94,13 @@ impl IngestBuilder {
     /// Writes one run: `(user key, value)` pairs with strictly ascending
     /// keys. Keys must be distinct across runs too (the commit fails with
     /// `InvalidArgument` otherwise). On error nothing of this run is kept.
-    pub fn add_run<'a, I>(&self, entries: I) -> Result<()>
+    /// Pairs may be borrowed slices or owned buffers (a caller merging
+    /// spilled runs yields keys it cannot lend for the whole call).
+    pub fn add_run<K, V, I>(&self, entries: I) -> Result<()>
     where
-        I: IntoIterator<Item = (&'a [u8], &'a [u8])>,
+        K: AsRef<[u8]>,
+        V: AsRef<[u8]>,
+        I: IntoIterator<Item = (K, V)>,
     {
         let mut run = Vec::new();
         let mut stats = IngestStats::default();
@@ -118,29 +122,33 @@ impl IngestBuilder {
         }
     }
 
-    fn write_run<'a, I>(
+    fn write_run<K, V, I>(
         &self,
         entries: I,
         run: &mut Vec<Arc<Extent>>,
         stats: &mut IngestStats,
     ) -> Result<()>
     where
-        I: IntoIterator<Item = (&'a [u8], &'a [u8])>,
+        K: AsRef<[u8]>,
+        V: AsRef<[u8]>,
+        I: IntoIterator<Item = (K, V)>,
     {
         let inner = self.db.inner.clone();
         let level = inner.opts.num_levels - 1;
         let opts = builder_options(&inner, level);
         let mut builder: Option<ExtentBuilder> = None;
         let mut ikey = Vec::new();
-        let mut last: Option<&[u8]> = None;
+        // The previous key, kept as the item itself (no copy).
+        let mut last: Option<K> = None;
         let mut entries_added = 0u64;
-        for (key, value) in entries {
-            if last.is_some_and(|l| l >= key) {
+        for (key_item, value) in entries {
+            let key = key_item.as_ref();
+            let value = value.as_ref();
+            if last.as_ref().is_some_and(|l| l.as_ref() >= key) {
                 return Err(Error::InvalidArgument(
                     "ingest run keys are not strictly ascending".into(),
                 ));
             }
-            last = Some(key);
             ikey.clear();
             append_internal_key(&mut ikey, key, 0, ValueKind::Put);
             let full = builder
@@ -155,6 +163,7 @@ impl IngestBuilder {
                 .get_or_insert_with(|| ExtentBuilder::new(opts.clone()))
                 .add(&ikey, value)?;
             entries_added += 1;
+            last = Some(key_item);
         }
         if let Some(b) = builder.take().filter(|b| !b.is_empty()) {
             run.push(self.write_extent(b, stats)?);
