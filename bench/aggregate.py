@@ -7,6 +7,11 @@ mariadb client and the best wall time is kept. ShaleDB runs them in autocommit, 
 aggregate scan is split into one partition per core (crates/shale-sql/src/parallel.rs).
 
   bench/aggregate.py --rows 1000000
+
+Memory: InnoDB gets a 1 GiB buffer pool and MyRocks a 1 GiB block cache (bench/sysbench.py), so
+ShaleDB gets a 1 GiB block cache too (`--shale-cache-mb`, 1024 by default; `shale serve`'s own
+default is 64 MiB, under which a 1M-row table's ~200 MB of blocks are re-read with `pread` and
+re-checksummed on every scan).
 """
 import argparse
 import os
@@ -35,7 +40,12 @@ def main():
     ap.add_argument("--rows", type=int, default=1_000_000)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--servers", default="shale,innodb,myrocks")
+    ap.add_argument("--shale-cache-mb", type=int, default=1024,
+                    help="ShaleDB's block cache (the peers' buffer pool / block cache is 1 GiB)")
     args = ap.parse_args()
+    if "--cache-mb" not in sb.SHALE_ARGS:
+        sb.SHALE_ARGS = ["--cache-mb", str(args.shale_cache_mb), *sb.SHALE_ARGS]
+    print(f"# shale args: {' '.join(sb.SHALE_ARGS)}", flush=True)
     sb.need_packages()
     subprocess.run(["cargo", "build", "--release", "-p", "shale-cli"], cwd=sb.REPO, check=True)
     # The machine may be shared: the load around each server's turn goes with its figures.

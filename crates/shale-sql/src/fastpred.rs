@@ -9,8 +9,14 @@
 //!
 //! ```text
 //! conjunct := term (= | <> | < | <= | > | >=) term
+//!           | string column [NOT] LIKE 'prefix%'
 //! term     := signed INT column | INT literal | term (+ | - | * | %) term
 //! ```
+//!
+//! A LIKE pattern compiles only when it is literal characters (no `%`,
+//! `_` or `\\`) followed by one `%`: then it matches exactly the strings that
+//! start with those bytes (`expr::like` compares bytewise, utf8mb4_bin), a
+//! `starts_with` instead of the general matcher and its copies.
 
 use crate::catalog::TableDef;
 use crate::expr::{BExpr, BinOp};
@@ -24,12 +30,29 @@ enum Term {
     Op(BinOp, Box<Term>, Box<Term>),
 }
 
-/// A compiled comparison.
+/// A compiled conjunct.
 #[derive(Debug)]
 pub struct Pred {
-    op: BinOp,
-    a: Term,
-    b: Term,
+    kind: Kind,
+}
+
+#[derive(Debug)]
+enum Kind {
+    /// An integer comparison.
+    Cmp { op: BinOp, a: Term, b: Term },
+    /// `col [NOT] LIKE 'prefix%'` on a string column.
+    Prefix {
+        col: usize,
+        prefix: Vec<u8>,
+        neg: bool,
+    },
+}
+
+/// The literal prefix of a pattern that is literal bytes and one trailing
+/// `%`, if it is one.
+fn literal_prefix(pattern: &[u8]) -> Option<&[u8]> {
+    let prefix = pattern.strip_suffix(b"%")?;
+    (!prefix.iter().any(|b| matches!(b, b'%' | b'_' | b'\\'))).then_some(prefix)
 }
 
 /// What a compiled form says about a row.
@@ -98,28 +121,63 @@ impl Pred {
     /// The compiled form of conjunct `e` over the columns of `def` (row
     /// positions are table positions: a single-table plan), if it has one.
     pub fn compile(e: &BExpr, def: &TableDef) -> Option<Pred> {
-        match e {
+        let kind = match e {
             BExpr::Binary(
                 op @ (BinOp::Eq | BinOp::NotEq | BinOp::Lt | BinOp::LtEq | BinOp::Gt | BinOp::GtEq),
                 a,
                 b,
-            ) => Some(Pred {
+            ) => Kind::Cmp {
                 op: *op,
                 a: Term::compile(a, def)?,
                 b: Term::compile(b, def)?,
-            }),
-            _ => None,
-        }
+            },
+            BExpr::Like(x, p, neg) => {
+                let (BExpr::Col(col), BExpr::Lit(Datum::Bytes(pattern))) = (&**x, &**p) else {
+                    return None;
+                };
+                let string = matches!(
+                    def.columns.get(*col).map(|c| &c.ty),
+                    Some(
+                        SqlType::Char(_)
+                            | SqlType::VarChar(_)
+                            | SqlType::Text(_)
+                            | SqlType::Binary(_)
+                            | SqlType::VarBinary(_)
+                            | SqlType::Blob(_)
+                    )
+                );
+                if !string {
+                    return None;
+                }
+                Kind::Prefix {
+                    col: *col,
+                    prefix: literal_prefix(pattern)?.to_vec(),
+                    neg: *neg,
+                }
+            }
+            _ => return None,
+        };
+        Some(Pred { kind })
     }
 
     pub fn eval(&self, row: &[Datum]) -> Truth {
-        let (Ok(a), Ok(b)) = (self.a.eval(row), self.b.eval(row)) else {
+        let (op, a, b) = match &self.kind {
+            Kind::Cmp { op, a, b } => (op, a, b),
+            Kind::Prefix { col, prefix, neg } => {
+                return match row.get(*col) {
+                    Some(Datum::Bytes(s)) if s.starts_with(prefix) != *neg => Truth::True,
+                    Some(Datum::Bytes(_) | Datum::Null) => Truth::Fails,
+                    _ => Truth::Unknown,
+                };
+            }
+        };
+        let (Ok(a), Ok(b)) = (a.eval(row), b.eval(row)) else {
             return Truth::Unknown;
         };
         let (Some(x), Some(y)) = (a, b) else {
             return Truth::Fails;
         };
-        let holds = match self.op {
+        let holds = match op {
             BinOp::Eq => x == y,
             BinOp::NotEq => x != y,
             BinOp::Lt => x < y,
@@ -266,6 +324,53 @@ mod tests {
                 (t, Err(err)) => prop_assert!(false, "{t:?} where the evaluator fails: {err}"),
             }
         }
+    }
+
+    proptest! {
+    /// `s LIKE 'prefix%'` compiled says what the general evaluator says,
+    /// for patterns made of literal bytes, wildcards and escapes (only the
+    /// literal-prefix ones compile), NULL and NOT LIKE.
+    #[test]
+    fn prefix_like_matches_general(
+        pattern in proptest::collection::vec(prop_oneof![Just(b'a'), Just(b'b'), Just(b'%'), Just(b'_'), Just(b'\\'), Just(0xc3)], 0..5),
+        s in proptest::option::weighted(0.9, proptest::collection::vec(prop_oneof![Just(b'a'), Just(b'b'), Just(b'%'), Just(0xc3), Just(0xa9)], 0..6)),
+        neg: bool,
+    ) {
+        let def = table();
+        let e = BExpr::Like(Box::new(BExpr::Col(3)), Box::new(BExpr::Lit(Datum::Bytes(pattern.clone()))), neg);
+        let pred = Pred::compile(&e, &def);
+        prop_assert_eq!(pred.is_some(), literal_prefix(&pattern).is_some());
+        let Some(pred) = pred else { return Ok(()) };
+        let row = vec![Datum::Null, Datum::Null, Datum::Null, s.map_or(Datum::Null, Datum::Bytes)];
+        let no_sub = |_: &SelectPlan, _: &[Datum]| -> crate::error::Result<Vec<Vec<Datum>>> {
+            Ok(Vec::new())
+        };
+        let cache = RefCell::new(HashMap::new());
+        let cx = EvalCx { params: &[], aggs: &[], outer: &[], run_subquery: &no_sub, subquery_cache: &cache };
+        let general = e.eval(&row, &cx).unwrap().truth() == Some(true);
+        prop_assert_eq!(pred.eval(&row), if general { Truth::True } else { Truth::Fails });
+    }
+    }
+
+    #[test]
+    fn prefix_like_compiles_only_on_string_columns() {
+        let def = table();
+        let like = |col, p: &[u8]| {
+            BExpr::Like(
+                Box::new(BExpr::Col(col)),
+                Box::new(BExpr::Lit(Datum::Bytes(p.to_vec()))),
+                false,
+            )
+        };
+        assert!(Pred::compile(&like(3, b"1%"), &def).is_some());
+        assert!(Pred::compile(&like(0, b"1%"), &def).is_none());
+        assert!(Pred::compile(&like(3, b"1_%"), &def).is_none());
+        assert!(Pred::compile(&like(3, b"1"), &def).is_none());
+        let p = Pred::compile(&like(3, b"1%"), &def).unwrap();
+        assert_eq!(
+            p.eval(&[Datum::Null, Datum::Null, Datum::Null, Datum::Int(1)]),
+            Truth::Unknown
+        );
     }
 
     #[test]

@@ -29,10 +29,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 pub struct RowDecoder<'a> {
     def: &'a TableDef,
     needed: Option<&'a [bool]>,
-    /// The current schema version and its column types, when its columns
+    /// The current schema version and its decode plan, when its columns
     /// are the table's columns in order (rows of that version decode in
     /// place); other versions go through `TableDef::decode_row_projected`.
-    fast: Option<(u32, Vec<&'a SqlType>)>,
+    fast: Option<(u32, rowcodec::RowLayout)>,
 }
 
 impl<'a> RowDecoder<'a> {
@@ -44,24 +44,20 @@ impl<'a> RowDecoder<'a> {
             .find(|v| v.version == current)
             .is_some_and(|v| v.columns.iter().eq(def.columns.iter().map(|c| &c.id)));
         let fast = same_columns.then(|| {
-            (
-                current,
-                def.columns.iter().map(|c| &c.ty).collect::<Vec<_>>(),
-            )
+            let types = def.columns.iter().map(|c| &c.ty).collect::<Vec<_>>();
+            (current, rowcodec::RowLayout::new(&types, needed))
         });
         RowDecoder { def, needed, fast }
     }
 
     /// Decodes `bytes` into `row` (resized to the table's width).
     pub fn decode(&self, bytes: &[u8], row: &mut Vec<Datum>) -> Result<()> {
-        if let Some((version, types)) = &self.fast {
+        if let Some((version, layout)) = &self.fast {
             if rowcodec::version_of(bytes) == Some(*version) {
-                row.resize(types.len(), Datum::Null);
-                return rowcodec::decode_into(bytes, types, self.needed, row).ok_or_else(|| {
-                    Error::RowCorrupt {
-                        table: self.def.qualified(),
-                        reason: "bad row encoding".into(),
-                    }
+                row.resize(self.def.columns.len(), Datum::Null);
+                return layout.decode(bytes, row).ok_or_else(|| Error::RowCorrupt {
+                    table: self.def.qualified(),
+                    reason: "bad row encoding".into(),
                 });
             }
         }

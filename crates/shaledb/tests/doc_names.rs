@@ -74,6 +74,8 @@ const EXTERNAL: &[&str] = &[
     "sched_yield",
     "copy_folio_from_iter_atomic",
     "_copy_to_iter",
+    // valgrind's control tool (docs/architecture.md, what a scan step costs)
+    "callgrind_control",
     // a sysbench script (docs/benchmarks.md, CREATE INDEX under write load)
     "oltp_update_non_index",
     // fio's sync_file_range option

@@ -22,6 +22,14 @@
 //! (by 2-6x when children supply runs, the common case after compaction),
 //! so the heap is kept.
 //!
+//! Runner-up: while one child supplies a run of keys only the top moves, so
+//! the best of the other children (`runner_up`, the better of heap slots 1
+//! and 2) stays the same. A step compares the top's new key with it alone
+//! (one comparison instead of sift-down's two) and sifts only when the top
+//! no longer comes first; the runner-up is recomputed after any heap change.
+//! With a single child (a table after a full compaction) a step compares
+//! nothing.
+//!
 //! Direction switch: moving forward, every child other than the current one
 //! is positioned *after* the current key; moving backward, *before* it. So
 //! `prev()` after `next()` first repositions those children with
@@ -40,7 +48,7 @@
 
 use super::{BoxedIterator, InternalIterator};
 use crate::error::Result;
-use crate::types::compare_internal_keys;
+use crate::extent::block::cmp_internal;
 use std::cmp::Ordering;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,7 +67,7 @@ impl Direction {
     }
 }
 
-/// Merges children sorted by [`compare_internal_keys`].
+/// Merges children sorted by [`crate::types::compare_internal_keys`].
 pub struct MergingIterator<'a> {
     children: Vec<BoxedIterator<'a>>,
     /// Indices of the valid children, a heap ordered by `direction`
@@ -68,12 +76,18 @@ pub struct MergingIterator<'a> {
     direction: Direction,
     /// Copy of the current key during a direction switch.
     scratch: Vec<u8>,
+    /// The child of heap slot 1 or 2 that comes first (`None`: not known,
+    /// or fewer than two valid children). Valid until the heap changes.
+    runner_up: Option<usize>,
 }
 
-/// True if child `a` belongs above child `b` in a heap of `dir`.
+/// True if child `a` belongs above child `b` in a heap of `dir`. Compared
+/// in line ([`cmp_internal`]): one or two compares per step of a scan,
+/// where a `memcmp` call for short keys cost more than the comparison.
+#[inline]
 fn above(children: &[BoxedIterator<'_>], dir: Direction, a: usize, b: usize) -> bool {
     match (children.get(a), children.get(b)) {
-        (Some(x), Some(y)) => compare_internal_keys(x.key(), y.key()) == dir.first(),
+        (Some(x), Some(y)) => cmp_internal(x.key(), y.key()) == dir.first(),
         _ => false,
     }
 }
@@ -112,6 +126,7 @@ impl<'a> MergingIterator<'a> {
             heap: Vec::with_capacity(n),
             direction: Direction::Forward,
             scratch: Vec::new(),
+            runner_up: None,
         }
     }
 
@@ -126,6 +141,7 @@ impl<'a> MergingIterator<'a> {
         let r = op(self);
         if r.is_err() {
             self.heap.clear();
+            self.runner_up = None;
         }
         r
     }
@@ -133,6 +149,7 @@ impl<'a> MergingIterator<'a> {
     /// Rebuilds the heap from all valid children, ordered for `dir`.
     fn rebuild(&mut self, dir: Direction) {
         self.direction = dir;
+        self.runner_up = None;
         self.heap.clear();
         let children = &self.children;
         self.heap
@@ -160,13 +177,13 @@ impl<'a> MergingIterator<'a> {
             match to {
                 Direction::Forward => {
                     c.seek(key)?;
-                    if c.valid() && compare_internal_keys(c.key(), key) == Ordering::Equal {
+                    if c.valid() && cmp_internal(c.key(), key) == Ordering::Equal {
                         c.next()?;
                     }
                 }
                 Direction::Reverse => {
                     c.seek_for_prev(key)?;
-                    if c.valid() && compare_internal_keys(c.key(), key) == Ordering::Equal {
+                    if c.valid() && cmp_internal(c.key(), key) == Ordering::Equal {
                         c.prev()?;
                     }
                 }
@@ -206,12 +223,33 @@ impl<'a> MergingIterator<'a> {
                 Direction::Forward => c.next()?,
                 Direction::Reverse => c.prev()?,
             }
-            if !c.valid() {
+            if c.valid() {
+                // Still ahead of every other child: the heap is unchanged.
+                match s.runner_up_of(dir) {
+                    None => return Ok(()),
+                    Some(r) if above(&s.children, dir, top, r) => return Ok(()),
+                    Some(_) => {}
+                }
+            } else {
                 s.heap.swap_remove(0);
             }
+            s.runner_up = None;
             sift_down(&s.children, dir, &mut s.heap, 0);
             Ok(())
         })
+    }
+
+    /// The child that comes first after the top (computed once per heap
+    /// change); `None` with fewer than two valid children.
+    fn runner_up_of(&mut self, dir: Direction) -> Option<usize> {
+        if self.runner_up.is_none() {
+            self.runner_up = match (self.heap.get(1), self.heap.get(2)) {
+                (Some(&a), Some(&b)) if above(&self.children, dir, b, a) => Some(b),
+                (Some(&a), _) => Some(a),
+                _ => None,
+            };
+        }
+        self.runner_up
     }
 
     fn current(&self) -> Option<&BoxedIterator<'a>> {

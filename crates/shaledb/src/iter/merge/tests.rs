@@ -4,7 +4,7 @@
 use super::*;
 use crate::error::Error;
 use crate::iter::vec_iter::VecIterator;
-use crate::types::{make_internal_key, ValueKind, KIND_FOR_SEEK};
+use crate::types::{compare_internal_keys, make_internal_key, ValueKind, KIND_FOR_SEEK};
 use proptest::prelude::*;
 use std::time::Instant;
 
