@@ -268,14 +268,19 @@ where
             if self.cfg.thread_handling == ThreadHandling::OneThreadPerConnection {
                 // The connection's own thread (a blocking-pool thread, so
                 // ended connections' threads are reused) runs its own
-                // single-threaded event loop with this task alone on it,
-                // over the socket in blocking mode (mysql/blocking.rs).
+                // single-threaded event loop over the socket.
                 let stream = stream.into_std()?;
                 let own = tokio::task::spawn_blocking(move || {
-                    let local = tokio::runtime::Builder::new_current_thread().build();
-                    let stream = crate::mysql::blocking::BlockingStream::new(stream);
+                    let local = tokio::runtime::Builder::new_current_thread()
+                        .enable_io()
+                        .enable_time()
+                        .build();
+                    let stream = local.as_ref().ok().and_then(|rt| {
+                        let _in = rt.enter();
+                        tokio::net::TcpStream::from_std(stream).ok()
+                    });
                     match (local, stream) {
-                        (Ok(rt), Ok(stream)) => rt.block_on(serve(Box::new(stream), true)),
+                        (Ok(rt), Some(stream)) => rt.block_on(serve(Box::new(stream), true)),
                         _ => {
                             tracing::warn!(connection = id, "no event loop for the connection");
                             owner.processes.remove(id);

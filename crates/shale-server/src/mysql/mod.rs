@@ -4,12 +4,10 @@
 //! [`frame`] (framing on the I/O threads), [`handshake`] and [`auth`]
 //! (connection phase, run by `login.rs`), [`results`] (replies), [`conn`]
 //! (one connection's command phase, on an executor thread), [`task`] (one
-//! connection's I/O task tying them together), [`blocking`] (a socket with
-//! blocking calls, for a connection with its own thread).
+//! connection's I/O task tying them together).
 
 pub mod auth;
 pub mod binary;
-pub(crate) mod blocking;
 pub mod conn;
 pub mod consts;
 pub mod frame;
