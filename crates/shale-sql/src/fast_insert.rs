@@ -13,7 +13,10 @@
 //! ```
 //!
 //! `head ++ row 1 ++ tail` goes through the general parser (so every
-//! clause means what it always means), and the rows are scanned here into
+//! clause means what it always means; the parse of a head without a tail
+//! is kept, by its text, for the next statement with the same head: a
+//! loader or sysbench's `oltp_insert` sends thousands of statements that
+//! differ only in their rows), and the rows are scanned here into
 //! the same expressions the parser builds: `Expr::Value` of a number,
 //! a single-quoted string (unescaped as the MySQL dialect's tokenizer does),
 //! NULL, TRUE or FALSE, and unary minus over a number. Anything else (an
@@ -23,17 +26,25 @@
 //! parser made of it, and a property test checks the scan against the
 //! parser on random rows.
 
+use parking_lot::RwLock;
 use sqlparser::ast::{Expr, Parens, SetExpr, Statement, UnaryOperator, Value};
 use sqlparser::dialect::MySqlDialect;
 use sqlparser::parser::Parser;
+use std::collections::HashMap;
+use std::sync::{Arc, LazyLock};
 
-/// Statements with fewer rows are left to the general parser (nothing to
-/// gain).
-const MIN_ROWS: usize = 2;
+/// Parsed heads kept at most; the map is emptied when full (a workload
+/// with more distinct heads than this parses them as before).
+const TEMPLATES_KEPT: usize = 1024;
 
-/// The statement `sql` as the general parser would return it, if it is a
-/// multi-row `INSERT`/`REPLACE ... VALUES` of literals; `None` otherwise
-/// (the caller then parses `sql` itself).
+/// Head text -> the statement parsed from it, with no rows. Parsing
+/// depends only on the text, so one map serves every session.
+static TEMPLATES: LazyLock<RwLock<HashMap<Box<str>, Arc<Statement>>>> =
+    LazyLock::new(RwLock::default);
+
+/// The statement `sql` as the general parser would return it, if it is an
+/// `INSERT`/`REPLACE ... VALUES` of literal rows; `None` otherwise (the
+/// caller then parses `sql` itself).
 pub(crate) fn parse(sql: &str) -> Option<Statement> {
     let values_end = find_values_keyword(sql)?;
     let rows_start = values_end + skip_space(sql.get(values_end..)?);
@@ -57,8 +68,15 @@ pub(crate) fn parse(sql: &str) -> Option<Statement> {
             break;
         }
     }
-    if rows.len() < MIN_ROWS {
-        return None;
+    let head = sql.get(..rows_start)?;
+    let tail = sql.get(pos..)?;
+    if tail.is_empty() {
+        let kept = TEMPLATES.read().get(head).cloned();
+        if let Some(template) = kept {
+            let mut stmt = (*template).clone();
+            *values_of(&mut stmt)? = rows.into_iter().map(Parens::with_empty_span).collect();
+            return Some(stmt);
+        }
     }
     let template = format!(
         "{}{}{}",
@@ -71,19 +89,32 @@ pub(crate) fn parse(sql: &str) -> Option<Statement> {
         (Some(s), true) => s,
         _ => return None,
     };
-    let Statement::Insert(insert) = &mut stmt else {
-        return None;
-    };
-    let query = insert.source.as_mut()?;
-    let SetExpr::Values(values) = query.body.as_mut() else {
-        return None;
-    };
-    match values.rows.as_slice() {
+    let values = values_of(&mut stmt)?;
+    match values.as_slice() {
         [only] if Some(&only.content) == rows.first() => {}
         _ => return None,
     }
-    values.rows = rows.into_iter().map(Parens::with_empty_span).collect();
+    if tail.is_empty() {
+        values.clear();
+        let mut kept = TEMPLATES.write();
+        if kept.len() >= TEMPLATES_KEPT {
+            kept.clear();
+        }
+        kept.insert(head.into(), Arc::new(stmt.clone()));
+    }
+    *values_of(&mut stmt)? = rows.into_iter().map(Parens::with_empty_span).collect();
     Some(stmt)
+}
+
+/// The VALUES rows of an INSERT.
+fn values_of(stmt: &mut Statement) -> Option<&mut Vec<Parens<Vec<Expr>>>> {
+    let Statement::Insert(insert) = stmt else {
+        return None;
+    };
+    match insert.source.as_mut()?.body.as_mut() {
+        SetExpr::Values(values) => Some(&mut values.rows),
+        _ => None,
+    }
 }
 
 /// The rows of an `INSERT ... VALUES` whose every value is a literal (as
