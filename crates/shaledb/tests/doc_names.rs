@@ -25,6 +25,9 @@ const EXTERNAL: &[&str] = &[
     // MariaDB/MyRocks server variables and MySQL collation names cited by the SQL docs.
     "rocksdb_flush_log_at_trx_commit",
     "utf8mb4_0900_ai_ci",
+    // glibc and Linux functions named in profiles
+    "malloc_consolidate",
+    "epoll_wait",
     // RocksDB
     "TransactionDB",
     "OptimisticTransactionDB",
