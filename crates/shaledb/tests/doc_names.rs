@@ -81,6 +81,7 @@ const EXTERNAL: &[&str] = &[
     "callgrind_control",
     // a sysbench script (docs/benchmarks.md, CREATE INDEX under write load)
     "oltp_update_non_index",
+    "oltp_write_only",
     // fio's sync_file_range option
     "wait_after",
     // report lines shale-bench formats as `recover_t<N>`

@@ -26,7 +26,8 @@ use crate::iter::merge::MergingIterator;
 use crate::iter::range_del::RangeTombstones;
 use crate::iter::{corruption_at, BoxedIterator, InternalIterator};
 use crate::types::{
-    make_internal_key, parse_internal_key, SequenceNumber, ValueKind, KIND_FOR_SEEK, MAX_SEQUENCE,
+    append_internal_key, make_internal_key, parse_internal_key, SequenceNumber, ValueKind,
+    KIND_FOR_SEEK, MAX_SEQUENCE,
 };
 use crate::Snapshot;
 use std::cell::Cell;
@@ -61,6 +62,11 @@ pub struct DbIterator {
     /// left, or a deleted one); a buffer reused across steps so moving on
     /// copies no key into a fresh allocation.
     skip_key: Vec<u8>,
+    /// The user key of the last entry stepped over for being newer than
+    /// the snapshot, and the internal key a long skip seeks to (buffers
+    /// reused across steps).
+    newer_key: Vec<u8>,
+    seek_buf: Vec<u8>,
     status: Option<Error>,
     // Keeps what the iterator reads alive (memtables, extents, the snapshot).
     _sv: Arc<super::SuperVersion>,
@@ -118,6 +124,8 @@ pub(crate) fn new_iterator(inner: &Arc<DbInner>, ro: &ReadOptions, cf: u32) -> R
         value: Vec::new(),
         value_in_inner: false,
         skip_key: Vec::new(),
+        newer_key: Vec::new(),
+        seek_buf: Vec::new(),
         status: None,
         _sv: sv,
         _db: inner.clone(),
@@ -127,6 +135,13 @@ pub(crate) fn new_iterator(inner: &Arc<DbInner>, ro: &ReadOptions, cf: u32) -> R
         value_is_blob: false,
     })
 }
+
+/// Entries of one user key a forward scan steps over before it seeks past
+/// them instead ([`DbIterator::find_next_visible`]); RocksDB's default for
+/// `max_sequential_skip_in_iterations`. A seek costs about as much as this
+/// many steps: a skiplist descent from the top, whose upper levels are in
+/// cache, and a search in each child behind the target.
+const MAX_SEQUENTIAL_SKIP: usize = 8;
 
 /// `key < bound`, compared in line: checked on every step of a bounded
 /// scan, where a call to `memcmp` for the few bytes that decide (bounds are
@@ -308,8 +323,21 @@ impl DbIterator {
 
     /// Forward scan from the inner position to the next visible key, skipping
     /// entries of `skip_key` if `skip` (the key just left).
+    ///
+    /// A user key with many entries (a hot row updated since the last flush
+    /// has one per update in the memtable, each a cache miss to step over)
+    /// is left with one seek after [`MAX_SEQUENTIAL_SKIP`] entries, as
+    /// RocksDB's `max_sequential_skip_in_iterations` does: past all of its
+    /// entries once the visible one is behind us, or to the newest entry
+    /// the snapshot sees while they are too new. Example, snapshot 50, key
+    /// `a` at sequences 90..=40 in the memtable and `b` after it: the scan
+    /// steps over `a@90..a@83`, seeks `(a, 50)`, returns `a@50`; the next
+    /// step skips `a@49..a@42`, seeks `(a, 0)` and lands on `b`.
     fn find_next_visible(&mut self, skip: bool) -> Result<()> {
         let mut skip = skip;
+        // Entries of the key being skipped, and too-new entries of
+        // `newer_key`, stepped over one by one so far.
+        let (mut skipped, mut newer) = (0usize, 0usize);
         while self.inner.valid() {
             let ikey = self.inner.key();
             let p = parse_internal_key(ikey)
@@ -343,6 +371,39 @@ impl DbIterator {
                 skip = true;
                 self.skip_key.clear();
                 self.skip_key.extend_from_slice(p.user_key);
+                skipped = 0;
+            } else if skipping {
+                skipped += 1;
+                if skipped > MAX_SEQUENTIAL_SKIP {
+                    // Past every entry of the key: (key, 0, Delete) sorts last.
+                    self.seek_buf.clear();
+                    append_internal_key(&mut self.seek_buf, &self.skip_key, 0, ValueKind::Delete);
+                    self.inner.seek_forward(&self.seek_buf)?;
+                    skipped = 0;
+                    continue;
+                }
+            } else {
+                // Newer than the snapshot.
+                if newer > 0 && self.newer_key.as_slice() == p.user_key {
+                    newer += 1;
+                } else {
+                    self.newer_key.clear();
+                    self.newer_key.extend_from_slice(p.user_key);
+                    newer = 1;
+                }
+                if newer > MAX_SEQUENTIAL_SKIP {
+                    // To the newest entry the snapshot sees.
+                    self.seek_buf.clear();
+                    append_internal_key(
+                        &mut self.seek_buf,
+                        &self.newer_key,
+                        self.snapshot,
+                        KIND_FOR_SEEK,
+                    );
+                    self.inner.seek_forward(&self.seek_buf)?;
+                    newer = 0;
+                    continue;
+                }
             }
             self.inner.next()?;
         }
@@ -513,14 +574,119 @@ mod tests {
         Snapshot,
     }
 
-    fn arb_op() -> impl Strategy<Value = Op> {
+    /// Operations on keys `0..keys`: with a handful of keys each gets many
+    /// versions, more than `MAX_SEQUENTIAL_SKIP`, so scans seek past them.
+    fn arb_op(keys: u32) -> impl Strategy<Value = Op> {
         prop_oneof![
-            6 => (0u32..40, any::<u8>()).prop_map(|(k, v)| Op::Put(k, v)),
-            2 => (0u32..40).prop_map(Op::Delete),
-            1 => (0u32..40, 1u32..8).prop_map(|(b, n)| Op::DeleteRange(b, b + n)),
+            6 => (0u32..keys, any::<u8>()).prop_map(|(k, v)| Op::Put(k, v)),
+            2 => (0u32..keys).prop_map(Op::Delete),
+            1 => (0u32..keys, 1u32..8).prop_map(|(b, n)| Op::DeleteRange(b, b + n)),
             1 => Just(Op::Flush),
             1 => Just(Op::Snapshot),
         ]
+    }
+
+    /// Applies `ops` to a fresh database and checks full scans both ways,
+    /// at the latest state and at the snapshot taken first, against a model.
+    fn check_scans(ops: &[Op]) -> Result<(), TestCaseError> {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(dir.path(), Options::default()).unwrap();
+        let mut model = BTreeMap::new();
+        let mut snap = None;
+        for op in ops {
+            match op {
+                Op::Put(key, v) => {
+                    let v = vec![*v; 1 + *key as usize * 7 % 300];
+                    db.put(&k(*key), &v).unwrap();
+                    model.insert(k(*key), v);
+                }
+                Op::Delete(key) => {
+                    db.delete(&k(*key)).unwrap();
+                    model.remove(&k(*key));
+                }
+                Op::DeleteRange(b, e) => {
+                    db.delete_range(&k(*b), &k(*e)).unwrap();
+                    model.retain(|key, _| key < &k(*b) || key >= &k(*e));
+                }
+                Op::Flush => db.flush().unwrap(),
+                Op::Snapshot => {
+                    if snap.is_none() {
+                        snap = Some((db.snapshot(), model.clone()));
+                    }
+                }
+            }
+        }
+        let mut views = vec![(None, model)];
+        if let Some((s, m)) = snap {
+            views.push((Some(s), m));
+        }
+        for (snapshot, model) in views {
+            let ro = ReadOptions {
+                snapshot,
+                lower_bound: None,
+                upper_bound: None,
+            };
+            let want: Vec<(Vec<u8>, Vec<u8>)> = model.into_iter().collect();
+            let mut it = db.iter(&ro).unwrap();
+            let mut got = Vec::new();
+            it.seek_to_first().unwrap();
+            while it.valid() {
+                got.push((it.key().to_vec(), it.value().to_vec()));
+                it.next().unwrap();
+            }
+            prop_assert!(it.value().is_empty());
+            prop_assert_eq!(&got, &want);
+            got.clear();
+            it.seek_to_last().unwrap();
+            while it.valid() {
+                got.push((it.key().to_vec(), it.value().to_vec()));
+                it.prev().unwrap();
+            }
+            got.reverse();
+            prop_assert_eq!(&got, &want);
+        }
+        Ok(())
+    }
+
+    /// A hot key: 30 versions in the memtable, some newer than a snapshot,
+    /// between two cold keys. Scans at both views see the right version,
+    /// and stepping back and forth across the hot key keeps it.
+    #[test]
+    fn hot_key_versions_are_skipped_by_seeking() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(dir.path(), Options::default()).unwrap();
+        db.put(&k(1), b"cold-a").unwrap();
+        db.put(&k(3), b"cold-c").unwrap();
+        db.flush().unwrap();
+        for v in 0..20u32 {
+            db.put(&k(2), format!("hot{v}").as_bytes()).unwrap();
+        }
+        let snap = db.snapshot();
+        for v in 20..30u32 {
+            db.put(&k(2), format!("hot{v}").as_bytes()).unwrap();
+        }
+        for (snapshot, hot) in [(None, "hot29"), (Some(snap), "hot19")] {
+            let ro = ReadOptions {
+                snapshot,
+                lower_bound: None,
+                upper_bound: None,
+            };
+            let mut it = db.iter(&ro).unwrap();
+            it.seek_to_first().unwrap();
+            let mut got = Vec::new();
+            while it.valid() {
+                got.push(String::from_utf8(it.value().to_vec()).unwrap());
+                it.next().unwrap();
+            }
+            assert_eq!(got, ["cold-a", hot, "cold-c"]);
+            it.seek(&k(2)).unwrap();
+            it.next().unwrap();
+            assert_eq!(it.value(), b"cold-c");
+            it.prev().unwrap();
+            assert_eq!(it.value(), hot.as_bytes());
+            it.next().unwrap();
+            assert_eq!(it.key(), k(3));
+        }
     }
 
     proptest! {
@@ -530,59 +696,16 @@ mod tests {
         /// snapshot taken mid-way, equal a sorted model: the value seen at
         /// each key is that key's entry, not a neighbour's or a stale one.
         #[test]
-        fn scans_match_a_model_at_a_snapshot(ops in proptest::collection::vec(arb_op(), 1..80)) {
-            let dir = tempfile::tempdir().unwrap();
-            let db = Db::open(dir.path(), Options::default()).unwrap();
-            let mut model = BTreeMap::new();
-            let mut snap = None;
-            for op in &ops {
-                match op {
-                    Op::Put(key, v) => {
-                        let v = vec![*v; 1 + *key as usize * 7 % 300];
-                        db.put(&k(*key), &v).unwrap();
-                        model.insert(k(*key), v);
-                    }
-                    Op::Delete(key) => {
-                        db.delete(&k(*key)).unwrap();
-                        model.remove(&k(*key));
-                    }
-                    Op::DeleteRange(b, e) => {
-                        db.delete_range(&k(*b), &k(*e)).unwrap();
-                        model.retain(|key, _| key < &k(*b) || key >= &k(*e));
-                    }
-                    Op::Flush => db.flush().unwrap(),
-                    Op::Snapshot => {
-                        if snap.is_none() {
-                            snap = Some((db.snapshot(), model.clone()));
-                        }
-                    }
-                }
-            }
-            let mut views = vec![(None, model)];
-            if let Some((s, m)) = snap {
-                views.push((Some(s), m));
-            }
-            for (snapshot, model) in views {
-                let ro = ReadOptions { snapshot, lower_bound: None, upper_bound: None };
-                let want: Vec<(Vec<u8>, Vec<u8>)> = model.into_iter().collect();
-                let mut it = db.iter(&ro).unwrap();
-                let mut got = Vec::new();
-                it.seek_to_first().unwrap();
-                while it.valid() {
-                    got.push((it.key().to_vec(), it.value().to_vec()));
-                    it.next().unwrap();
-                }
-                prop_assert!(it.value().is_empty());
-                prop_assert_eq!(&got, &want);
-                got.clear();
-                it.seek_to_last().unwrap();
-                while it.valid() {
-                    got.push((it.key().to_vec(), it.value().to_vec()));
-                    it.prev().unwrap();
-                }
-                got.reverse();
-                prop_assert_eq!(&got, &want);
-            }
+        fn scans_match_a_model_at_a_snapshot(ops in proptest::collection::vec(arb_op(40), 1..80)) {
+            check_scans(&ops)?;
+        }
+
+        /// Three keys, up to 200 operations: dozens of versions per key,
+        /// in the memtable and across flushes, so forward scans seek past
+        /// long runs of one key (and of entries newer than the snapshot).
+        #[test]
+        fn scans_of_hot_keys_match_a_model(ops in proptest::collection::vec(arb_op(3), 1..200)) {
+            check_scans(&ops)?;
         }
 
         #[test]
