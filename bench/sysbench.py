@@ -212,7 +212,15 @@ def main():
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--old-shale", metavar="PATH",
                     help="another `shale` binary, run as server `shale-old` (before/after runs)")
+    ap.add_argument("--shale-cache-mb", type=int, default=1024,
+                    help="ShaleDB's block cache (InnoDB's buffer pool and MyRocks' block cache "
+                         "are 1 GiB here)")
     args = ap.parse_args()
+    global SHALE_ARGS
+    if "--cache-mb" not in SHALE_ARGS:
+        # The same memory as the peers (`shale serve`'s own default is 64 MiB).
+        SHALE_ARGS = ["--cache-mb", str(args.shale_cache_mb), *SHALE_ARGS]
+    print(f"# shale args: {' '.join(SHALE_ARGS)}", flush=True)
     if args.quick:
         args.tables, args.table_size, args.time, args.threads = 1, 10000, 10, "4"
     need_packages()
