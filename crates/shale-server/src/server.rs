@@ -61,6 +61,7 @@ use crate::mysql::conn::ConnConfig;
 use crate::mysql::consts::err;
 use crate::mysql::frame::AsyncPacketIo;
 use crate::mysql::results::err_packet;
+use crate::mysql::task::Threading;
 use crate::process::ProcessList;
 use crate::stats::ServerStats;
 use std::net::{SocketAddr, TcpListener};
@@ -262,14 +263,17 @@ where
             self.shared.processes.register(id, &host, killer);
             let (backend, cfg, shared) = (self.backend.clone(), cfg.clone(), self.shared.clone());
             let owner = self.shared.clone();
-            let serve = move |stream: crate::mysql::login::BoxedStream, inline: bool| {
-                serve_one(backend, stream, id, host, cfg, shared, inline)
+            let serve = move |stream: crate::mysql::login::BoxedStream, threading: Threading| {
+                serve_one(backend, stream, id, host, cfg, shared, threading)
             };
             if self.cfg.thread_handling == ThreadHandling::OneThreadPerConnection {
                 // The connection's own thread (a blocking-pool thread, so
                 // ended connections' threads are reused) runs its own
                 // single-threaded event loop over the socket.
                 let stream = stream.into_std()?;
+                // Shares the socket's file status flags: switching it to
+                // blocking switches the connection's (mysql/task.rs).
+                let socket = stream.try_clone().ok();
                 let own = tokio::task::spawn_blocking(move || {
                     let local = tokio::runtime::Builder::new_current_thread()
                         .enable_io()
@@ -280,7 +284,9 @@ where
                         tokio::net::TcpStream::from_std(stream).ok()
                     });
                     match (local, stream) {
-                        (Ok(rt), Some(stream)) => rt.block_on(serve(Box::new(stream), true)),
+                        (Ok(rt), Some(stream)) => {
+                            rt.block_on(serve(Box::new(stream), Threading::Own { socket }))
+                        }
                         _ => {
                             tracing::warn!(connection = id, "no event loop for the connection");
                             owner.processes.remove(id);
@@ -292,7 +298,7 @@ where
                 });
                 continue;
             }
-            tasks.spawn(serve(Box::new(stream), false));
+            tasks.spawn(serve(Box::new(stream), Threading::Pool));
         }
         drop(listener);
         // Connections registered after `shutdown` looked at the list.
@@ -311,11 +317,12 @@ async fn serve_one<B: Backend>(
     host: String,
     cfg: Arc<ConnConfig>,
     shared: Arc<Shared>,
-    inline: bool,
+    threading: Threading,
 ) where
     B::Session: 'static,
 {
-    let r = crate::mysql::task::serve(backend, stream, id, host, cfg, shared.clone(), inline).await;
+    let r =
+        crate::mysql::task::serve(backend, stream, id, host, cfg, shared.clone(), threading).await;
     if let Err(e) = r {
         tracing::debug!(connection = id, error = %e, "connection ended");
     }

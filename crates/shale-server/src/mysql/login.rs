@@ -20,7 +20,8 @@ use std::sync::Arc;
 pub type BoxedStream = Box<dyn AsyncTransport>;
 
 /// Greets the client and authenticates it; on success the OK packet is
-/// sent and the session is open.
+/// sent and the session is open. Also says whether the client switched to
+/// TLS.
 pub(super) async fn login<B: Backend>(
     backend: &Arc<B>,
     io: &mut AsyncPacketIo<BoxedStream>,
@@ -28,7 +29,7 @@ pub(super) async fn login<B: Backend>(
     peer_host: &str,
     cfg: &ConnConfig,
     shared: &Arc<Shared>,
-) -> Result<B::Session, ProtocolError>
+) -> Result<(B::Session, bool), ProtocolError>
 where
     B::Session: 'static,
 {
@@ -48,6 +49,7 @@ where
     }));
     io.flush().await?;
     let payload = io.read_payload().await?.ok_or(ProtocolError::Closed)?;
+    let mut secure = false;
     let resp: HandshakeResponse = match handshake::decode_client_hello(&payload)? {
         ClientHello::Response(r) => {
             if cfg.require_tls {
@@ -66,6 +68,7 @@ where
                 .clone()
                 .ok_or(ProtocolError::Unsupported("TLS was not offered"))?;
             start_tls(io, tls, cfg.max_allowed_packet).await?;
+            secure = true;
             let payload = io.read_payload().await?.ok_or(ProtocolError::Closed)?;
             match handshake::decode_client_hello(&payload)? {
                 ClientHello::Response(r) => r,
@@ -143,7 +146,7 @@ where
     let status = session_status(&session);
     io.write_payload(&ok_packet(0, 0, status, 0, ""));
     io.flush().await?;
-    Ok(session)
+    Ok((session, secure))
 }
 
 /// Switches `io` to TLS after an SSLRequest; the sequence id carries on.

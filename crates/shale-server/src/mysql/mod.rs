@@ -8,6 +8,7 @@
 
 pub mod auth;
 pub mod binary;
+pub(crate) mod blocking;
 pub mod conn;
 pub mod consts;
 pub mod frame;
