@@ -136,16 +136,13 @@ impl Term {
                 _ => Err(()),
             },
             Term::Lit(v) => Ok(Some(*v)),
-            Term::ModConst { term, d, m } => Ok(match term.eval(row)? {
-                None => None,
-                // A non-negative dividend below 2^32 (ids, counters): by
-                // multiplication. MySQL's sign rule (the remainder takes the
-                // dividend's sign) makes it the plain remainder here.
-                Some(x) => Some(match u32::try_from(x) {
-                    Ok(x) => i64::from(fast_rem(x, *d, *m)),
-                    Err(_) => x % i64::from(*d),
-                }),
-            }),
+            // A non-negative dividend below 2^32 (ids, counters): by
+            // multiplication. MySQL's sign rule (the remainder takes the
+            // dividend's sign) makes it the plain remainder here.
+            Term::ModConst { term, d, m } => Ok(term.eval(row)?.map(|x| match u32::try_from(x) {
+                Ok(x) => i64::from(fast_rem(x, *d, *m)),
+                Err(_) => x % i64::from(*d),
+            })),
             Term::Op(op, a, b) => {
                 let (Some(x), Some(y)) = (a.eval(row)?, b.eval(row)?) else {
                     return Ok(None);
