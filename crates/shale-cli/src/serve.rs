@@ -97,6 +97,10 @@ pub struct ServeArgs {
     /// It never runs without one.
     #[arg(long, env = "SHALE_REDIS_PASSWORD", hide_env_values = true)]
     redis_password: Option<String>,
+    /// The Redis endpoint's appendfsync: `always` (fsync before each
+    /// reply, via group commit), `everysec` or `no` (CONFIG SET changes it).
+    #[arg(long, default_value = "everysec", value_parser = ["always", "everysec", "no"])]
+    redis_appendfsync: String,
 }
 
 /// Runs the server until SIGTERM/SIGINT, then closes `db`.
@@ -183,8 +187,15 @@ pub fn serve(db: Db, dir: &Path, args: ServeArgs) -> Result<(), CliError> {
                 })?;
             let raddr = listener.local_addr()?;
             let (db, stop) = (db.clone(), redis_stop.clone());
+            let cfg = shale_redis::server::ServerConfig {
+                password: Some(password),
+                appendfsync: shale_redis::durability::Appendfsync::parse(
+                    args.redis_appendfsync.as_bytes(),
+                )
+                .unwrap_or_default(),
+            };
             let handle = std::thread::spawn(move || {
-                shale_redis::server::serve(db, listener, Some(password), stop)
+                shale_redis::server::serve_with(db, listener, cfg, stop)
             });
             Some((raddr, handle))
         }

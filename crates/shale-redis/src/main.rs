@@ -1,24 +1,29 @@
-//! `shale-redis-server --db DIR --port P --requirepass PW`: the Redis
-//! endpoint on its own, bound to 127.0.0.1.
+//! `shale-redis-server --db DIR --port P --requirepass PW
+//! [--appendfsync always|everysec|no]`: the Redis endpoint on its own,
+//! bound to 127.0.0.1.
 
-use shale_redis::server::serve;
+use shale_redis::durability::Appendfsync;
+use shale_redis::server::{serve_with, ServerConfig};
 use std::net::TcpListener;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 const USAGE: &str = "usage: shale-redis-server --db DIR [--port P (6379; 0 = any free port)] \
-                     (--requirepass PW | --no-password-i-know)";
+                     (--requirepass PW | --no-password-i-know) \
+                     [--appendfsync always|everysec|no (everysec)]";
 
 struct Args {
     db: String,
     port: u16,
     password: Option<String>,
+    appendfsync: Appendfsync,
 }
 
 fn parse_args() -> Result<Args, String> {
     let mut it = std::env::args().skip(1);
     let (mut db, mut port, mut password, mut no_pw) = (None, 6379u16, None, false);
+    let mut appendfsync = Appendfsync::default();
     while let Some(a) = it.next() {
         match a.as_str() {
             "--db" => db = it.next(),
@@ -28,6 +33,11 @@ fn parse_args() -> Result<Args, String> {
             }
             "--requirepass" => password = Some(it.next().ok_or("--requirepass needs a value")?),
             "--no-password-i-know" => no_pw = true,
+            "--appendfsync" => {
+                let v = it.next().ok_or("--appendfsync needs a value")?;
+                appendfsync = Appendfsync::parse(v.as_bytes())
+                    .ok_or_else(|| format!("--appendfsync: {v:?} is not always, everysec or no"))?;
+            }
             "-h" | "--help" => return Err(USAGE.into()),
             other => return Err(format!("unknown argument {other:?}\n{USAGE}")),
         }
@@ -42,7 +52,12 @@ fn parse_args() -> Result<Args, String> {
              (or --no-password-i-know)\n{USAGE}"
         ));
     }
-    Ok(Args { db, port, password })
+    Ok(Args {
+        db,
+        port,
+        password,
+        appendfsync,
+    })
 }
 
 fn main() -> ExitCode {
@@ -86,7 +101,11 @@ fn main() -> ExitCode {
     println!("ShaleDB Redis endpoint on 127.0.0.1:{port}");
     use std::io::Write;
     let _ = std::io::stdout().flush();
-    let served = serve(db.clone(), listener, args.password, stop);
+    let cfg = ServerConfig {
+        password: args.password,
+        appendfsync: args.appendfsync,
+    };
+    let served = serve_with(db.clone(), listener, cfg, stop);
     let closed = db.close();
     match (served, closed) {
         (Ok(()), Ok(())) => ExitCode::SUCCESS,

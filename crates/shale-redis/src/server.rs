@@ -3,6 +3,7 @@
 //! request in the input is answered, in order, before the next read).
 
 use crate::commands::{dispatch, Conn, Shared};
+use crate::durability::Appendfsync;
 use crate::resp::{parse_request, Parsed, Reply};
 use crate::store::{Store, StoreError};
 use std::io::{ErrorKind, Read, Write};
@@ -27,6 +28,15 @@ pub enum ServerError {
     Store(#[from] StoreError),
 }
 
+/// How the endpoint runs (`shale-redis-server`'s and `shale serve`'s flags).
+#[derive(Debug, Clone, Default)]
+pub struct ServerConfig {
+    /// The default user's password; `None` means no authentication.
+    pub password: Option<String>,
+    /// `appendfsync` at start (CONFIG SET changes it).
+    pub appendfsync: Appendfsync,
+}
+
 /// Serves RESP2 on `listener` until `stop` is set, then waits for the
 /// connection threads. `password: None` means no authentication.
 pub fn serve(
@@ -35,13 +45,33 @@ pub fn serve(
     password: Option<String>,
     stop: Arc<AtomicBool>,
 ) -> Result<(), ServerError> {
+    let cfg = ServerConfig {
+        password,
+        ..ServerConfig::default()
+    };
+    serve_with(db, listener, cfg, stop)
+}
+
+/// [`serve`] with every option.
+pub fn serve_with(
+    db: shaledb::Db,
+    listener: TcpListener,
+    cfg: ServerConfig,
+    stop: Arc<AtomicBool>,
+) -> Result<(), ServerError> {
     let port = listener.local_addr()?.port();
-    let shared = Arc::new(Shared::new(Store::open(db)?, password, port, stop.clone()));
+    let store = Store::open(db)?;
+    store.set_appendfsync(cfg.appendfsync);
+    let shared = Arc::new(Shared::new(store, cfg.password, port, stop.clone()));
     listener.set_nonblocking(true)?;
     let mut threads = Vec::new();
     let sweeper = {
         let (shared, stop) = (shared.clone(), stop.clone());
         std::thread::spawn(move || crate::expire::run(&shared.store, &stop))
+    };
+    let fsyncer = {
+        let (shared, stop) = (shared.clone(), stop.clone());
+        std::thread::spawn(move || crate::durability::run(&shared.store, &stop))
     };
     while !stop.load(Ordering::SeqCst) {
         match listener.accept() {
@@ -67,6 +97,10 @@ pub fn serve(
         let _ = t.join();
     }
     let _ = sweeper.join();
+    let _ = fsyncer.join();
+    // What was acknowledged under `everysec` reaches the disk before the
+    // caller closes the engine.
+    shared.store.sync_wal_if_dirty()?;
     Ok(())
 }
 

@@ -1,17 +1,20 @@
 //! The encoding of docs/redis.md over `shaledb::Db`: metadata records,
 //! hash-field sub-records, lazy expiry, versions.
 
+use crate::durability::Appendfsync;
 use parking_lot::{Mutex, MutexGuard};
-use shaledb::{CfId, Db};
+use shaledb::{CfId, Db, WriteOptions};
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::AtomicBool;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 use thiserror::Error;
 
 /// Name of the engine column family holding all Redis data.
 pub const CF_NAME: &str = "redis";
+/// The record the `everysec` fsync writes (its value: the time, ms BE).
+pub const FSYNC_KEY: &[u8] = b"F";
 /// Logical databases (SELECT 0..16).
 pub const DATABASES: u8 = 16;
 const FORMAT: u8 = 1;
@@ -236,6 +239,10 @@ pub struct Store {
     watches: Watches,
     /// Keys deleted by the active expiry cycle (INFO `expired_keys`).
     pub expired_keys: AtomicU64,
+    /// The `appendfsync` policy ([`Appendfsync::code`]); CONFIG SET changes it.
+    appendfsync: AtomicU8,
+    /// A write committed without fsync since the last WAL fsync.
+    unsynced: AtomicBool,
 }
 
 impl Store {
@@ -253,7 +260,53 @@ impl Store {
             last_version: AtomicU64::new(0),
             watches: Watches::default(),
             expired_keys: AtomicU64::new(0),
+            appendfsync: AtomicU8::new(Appendfsync::default().code()),
+            unsynced: AtomicBool::new(false),
         })
+    }
+
+    pub fn appendfsync(&self) -> Appendfsync {
+        Appendfsync::from_code(self.appendfsync.load(Ordering::SeqCst))
+    }
+
+    pub fn set_appendfsync(&self, mode: Appendfsync) {
+        self.appendfsync.store(mode.code(), Ordering::SeqCst);
+    }
+
+    /// The options of a command's commit: fsynced under `always`.
+    pub fn write_options(&self) -> WriteOptions {
+        WriteOptions {
+            sync: self.appendfsync() == Appendfsync::Always,
+            disable_wal: false,
+        }
+    }
+
+    /// Called after a commit written with `wo`: remembers an unsynced write.
+    pub fn committed(&self, wo: &WriteOptions) {
+        if !wo.sync {
+            self.unsynced.store(true, Ordering::SeqCst);
+        }
+    }
+
+    /// Fsyncs the WAL if a write landed without fsync since the last time:
+    /// one synced write of the `F` record (docs/redis.md), which fsyncs
+    /// every WAL record before it. The engine skips an empty batch, so a
+    /// record is needed.
+    pub fn sync_wal_if_dirty(&self) -> Result<()> {
+        if !self.unsynced.swap(false, Ordering::SeqCst) {
+            return Ok(());
+        }
+        let wo = WriteOptions {
+            sync: true,
+            disable_wal: false,
+        };
+        let mut b = shaledb::WriteBatch::new();
+        b.put_cf(self.cf, FSYNC_KEY, &now_ms().to_be_bytes());
+        let r = self.db.write(&wo, b);
+        if r.is_err() {
+            self.unsynced.store(true, Ordering::SeqCst);
+        }
+        Ok(r?)
     }
 
     pub fn engine(&self) -> &Db {

@@ -7,7 +7,7 @@ use crate::store::{
     expiry_key, meta_key, now_ms, owner_of, prefix_end, DbKey, KeyLocks, Meta, Result, Store,
     StoreError,
 };
-use shaledb::{ReadOptions, WriteBatch, WriteOptions};
+use shaledb::{ReadOptions, WriteBatch};
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
 
@@ -422,7 +422,9 @@ impl<'a> Tx<'a> {
                 None => b.delete_cf(cf, k),
             }
         }
-        self.st.engine().write(&WriteOptions::default(), b)?;
+        let wo = self.st.write_options();
+        self.st.engine().write(&wo, b)?;
+        self.st.committed(&wo);
         if w.any() {
             for (db, key) in &flushed {
                 w.touch(*db, key, false);

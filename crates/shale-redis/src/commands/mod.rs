@@ -2,6 +2,7 @@
 //! Redis's reply types and error strings.
 
 mod blocking;
+mod config;
 mod hashes;
 mod keys;
 mod lists;
@@ -381,7 +382,7 @@ fn run(shared: &Shared, conn: &mut Conn, tx: &mut Tx, name: &str, a: &[Vec<u8>])
         "publish" => Ok(Reply::Int(shared.pubsub.publish(arg(a, 0), arg(a, 1)))),
         "pubsub" => pubsub(shared, a),
         n if is_blocking(n) => blocking::run_in_exec(shared, tx, db, name, a),
-        "config" => config(a),
+        "config" => config::config(shared, a),
         "info" => keys::info(shared, tx, a),
         "get" | "set" | "mget" | "mset" | "setnx" | "getset" | "getdel" | "incr" | "decr"
         | "incrby" | "decrby" | "append" | "strlen" | "setex" | "psetex" | "msetnx"
@@ -510,40 +511,6 @@ fn pubsub(shared: &Shared, a: &[Vec<u8>]) -> CmdResult {
         ("channels" | "numpat", _) => Ok(wrong_args(&format!("pubsub|{sub}"))),
         _ => Err(CmdError::Other(format!(
             "unknown subcommand '{}'. Try PUBSUB HELP.",
-            lossy(arg(a, 0), 128)
-        ))),
-    }
-}
-
-fn config(a: &[Vec<u8>]) -> CmdResult {
-    let sub = String::from_utf8_lossy(arg(a, 0)).to_ascii_lowercase();
-    match sub.as_str() {
-        "get" => {
-            if a.len() < 2 {
-                return Ok(wrong_args("config|get"));
-            }
-            // What redis-benchmark and redis-cli read; `appendonly yes` /
-            // `appendfsync no`: every write goes through the WAL, without fsync.
-            let known = [
-                ("databases", DATABASES.to_string()),
-                ("save", String::new()),
-                ("appendonly", "yes".to_string()),
-                ("appendfsync", "no".to_string()),
-            ];
-            let mut out = Vec::new();
-            for (name, value) in &known {
-                let hit =
-                    a.get(1..).unwrap_or_default().iter().any(|pat| {
-                        crate::glob::matches(&pat.to_ascii_lowercase(), name.as_bytes())
-                    });
-                if hit {
-                    out.push((Reply::bulk(*name), Reply::bulk(value.clone())));
-                }
-            }
-            Ok(Reply::Map(out))
-        }
-        _ => Err(CmdError::Other(format!(
-            "unknown subcommand '{}'. Try CONFIG HELP.",
             lossy(arg(a, 0), 128)
         ))),
     }
