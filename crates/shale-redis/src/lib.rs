@@ -5,6 +5,7 @@
 //! (docs/redis.md), MULTI/EXEC/WATCH, a thread-per-connection server,
 //! Redis's reply types and error strings.
 
+pub mod acl;
 pub mod commands;
 pub mod durability;
 pub mod expire;

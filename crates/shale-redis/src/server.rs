@@ -62,7 +62,8 @@ pub fn serve_with(
     let port = listener.local_addr()?.port();
     let store = Store::open(db)?;
     store.set_appendfsync(cfg.appendfsync);
-    let shared = Arc::new(Shared::new(store, cfg.password, port, stop.clone()));
+    let acl = crate::acl::registry::Acl::load(&store, cfg.password.as_deref())?;
+    let shared = Arc::new(Shared::new(store, acl, port, stop.clone()));
     listener.set_nonblocking(true)?;
     let mut threads = Vec::new();
     let sweeper = {

@@ -1,6 +1,7 @@
 //! Command dispatch: lookup, arity, authentication, then the command, with
 //! Redis's reply types and error strings.
 
+mod acl;
 mod blocking;
 mod config;
 mod hashes;
@@ -58,8 +59,8 @@ pub type CmdResult = Result<Reply, CmdError>;
 /// What every connection of one server shares.
 pub struct Shared {
     pub store: Store,
-    /// `None`: no password (only with `--no-password-i-know`).
-    pub password: Option<String>,
+    /// The users (the default user holds `--requirepass`).
+    pub acl: crate::acl::registry::Acl,
     pub cursors: CursorTable,
     pub started: Instant,
     pub port: u16,
@@ -72,10 +73,15 @@ pub struct Shared {
 }
 
 impl Shared {
-    pub fn new(store: Store, password: Option<String>, port: u16, stop: Arc<AtomicBool>) -> Shared {
+    pub fn new(
+        store: Store,
+        acl: crate::acl::registry::Acl,
+        port: u16,
+        stop: Arc<AtomicBool>,
+    ) -> Shared {
         Shared {
             store,
-            password,
+            acl,
             cursors: CursorTable::default(),
             started: Instant::now(),
             port,
@@ -97,6 +103,8 @@ pub struct Conn {
     pub id: u64,
     pub db: u8,
     pub authed: bool,
+    /// The ACL user the connection runs as.
+    pub user: String,
     /// Set by QUIT: close after this reply.
     pub quit: bool,
     /// Inside MULTI: the queued requests.
@@ -126,7 +134,13 @@ impl Conn {
             probe: stream.and_then(|s| s.try_clone().ok()),
             id: shared.next_client_id.fetch_add(1, Ordering::Relaxed),
             db: 0,
-            authed: shared.password.is_none(),
+            // Redis: a new connection is the default user, already
+            // authenticated when that user is on and has no password.
+            authed: shared
+                .acl
+                .get("default")
+                .is_some_and(|u| u.enabled && u.nopass),
+            user: "default".into(),
             quit: false,
             multi: None,
             multi_failed: false,
@@ -141,6 +155,10 @@ impl Conn {
     pub fn close(&mut self, shared: &Shared) {
         multi::unwatch_all(shared, self);
         shared.pubsub.forget(self.id, &self.sink);
+    }
+
+    pub fn in_multi(&self) -> bool {
+        self.multi.is_some()
     }
 
     /// True when the client closed its end (EOF with nothing unread).
@@ -170,7 +188,7 @@ fn arity(name: &str) -> Option<i32> {
         "ping" | "quit" | "flushdb" | "info" | "command" | "hello" => -1,
         "echo" | "select" | "get" | "getdel" | "incr" | "decr" | "strlen" | "ttl" | "pttl"
         | "persist" | "type" | "keys" | "hgetall" | "hlen" | "hkeys" | "hvals" => 2,
-        "auth" | "mget" | "del" | "unlink" | "exists" | "scan" | "config" => -2,
+        "auth" | "mget" | "del" | "unlink" | "exists" | "scan" | "config" | "acl" => -2,
         "set" | "mset" | "msetnx" | "expire" | "pexpire" | "expireat" | "pexpireat" | "hmget"
         | "hdel" => -3,
         "setnx" | "getset" | "incrby" | "decrby" | "append" | "hget" | "hexists" | "hstrlen"
@@ -261,6 +279,9 @@ pub fn dispatch(shared: &Shared, conn: &mut Conn, args: &[Vec<u8>]) -> Reply {
     if !conn.authed && !matches!(name.as_str(), "auth" | "quit" | "hello") {
         multi::refused(conn);
         return Reply::err("NOAUTH Authentication required.");
+    }
+    if let Some(denied) = acl::check(shared, conn, &name, args) {
+        return denied;
     }
     let rest = args.get(1..).unwrap_or_default();
     let subscribed = !conn.resp3 && conn.sink.subscriptions() > 0;
@@ -368,7 +389,8 @@ fn run(shared: &Shared, conn: &mut Conn, tx: &mut Tx, name: &str, a: &[Vec<u8>])
             conn.quit = true;
             Ok(Reply::ok())
         }
-        "auth" => auth(shared, conn, a),
+        "auth" => acl::auth(shared, conn, a),
+        "acl" => acl::acl(shared, conn, a),
         "hello" => hello(shared, conn, a),
         "select" => {
             let i = parse_i64(arg(a, 0))?;
@@ -420,7 +442,7 @@ fn hello(shared: &Shared, conn: &mut Conn, a: &[Vec<u8>]) -> CmdResult {
         let more = a.len() - 1 - j;
         if is_opt(opt, "AUTH") && more >= 2 {
             let creds = [arg(a, j + 1).to_vec(), arg(a, j + 2).to_vec()];
-            match auth(shared, conn, &creds)? {
+            match acl::auth(shared, conn, &creds)? {
                 Reply::Error(e) => return Ok(Reply::Error(e)),
                 _ => j += 3,
             }
@@ -461,33 +483,6 @@ fn hello(shared: &Shared, conn: &mut Conn, a: &[Vec<u8>]) -> CmdResult {
         field("role", Reply::bulk("master")),
         field("modules", Reply::Array(vec![])),
     ]))
-}
-
-fn auth(shared: &Shared, conn: &mut Conn, a: &[Vec<u8>]) -> CmdResult {
-    let (user, pw) = match a {
-        [pw] => (&b"default"[..], pw),
-        [user, pw] => (user.as_slice(), pw),
-        _ => return Err(CmdError::Syntax),
-    };
-    let Some(expected) = &shared.password else {
-        if a.len() == 1 {
-            return Err(CmdError::Other(
-                "AUTH <password> called without any password configured for the default user. \
-                 Are you sure your configuration is correct?"
-                    .into(),
-            ));
-        }
-        conn.authed = true;
-        return Ok(Reply::ok());
-    };
-    if user == b"default" && pw.as_slice() == expected.as_bytes() {
-        conn.authed = true;
-        Ok(Reply::ok())
-    } else {
-        Ok(Reply::err(
-            "WRONGPASS invalid username-password pair or user is disabled.",
-        ))
-    }
 }
 
 /// PUBSUB CHANNELS [pattern] | NUMSUB [channel ...] | NUMPAT
