@@ -15,6 +15,7 @@ pub mod pubsub;
 pub mod resp;
 pub mod server;
 pub mod store;
+pub mod tracking;
 pub mod tx;
 
 /// Engine options for a Redis data set: values of 64 KiB or more go to

@@ -95,6 +95,34 @@ impl Sink {
         self.inner.lock().count()
     }
 
+    /// The protocol of the connection's last reply (RESP3 after HELLO 3).
+    pub fn resp3(&self) -> bool {
+        self.inner.lock().resp3
+    }
+
+    /// Sends an out-of-band message (a tracking invalidation) from another
+    /// connection's thread: appended after what is pending, written out
+    /// with the same slow-client limit as PUBLISH.
+    pub fn push_out(&self, r: &Reply) {
+        let Some(mut g) = self.inner.try_lock_for(SLOW_CLIENT) else {
+            self.kill();
+            return;
+        };
+        let resp3 = g.resp3;
+        r.encode(&mut g.buf, resp3);
+        if let Some(s) = &g.stream {
+            let _ = s.set_write_timeout(Some(SLOW_CLIENT));
+        }
+        let res = g.flush();
+        if let Some(s) = &g.stream {
+            let _ = s.set_write_timeout(None);
+        }
+        if res.is_err() {
+            drop(g);
+            self.kill();
+        }
+    }
+
     fn kill(&self) {
         if let Some(k) = &self.killer {
             let _ = k.shutdown(std::net::Shutdown::Both);

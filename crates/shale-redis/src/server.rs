@@ -162,7 +162,13 @@ fn serve_connection(
                         continue; // empty inline line or *0: no reply, like Redis
                     }
                     let reply = dispatch(shared, conn, &args);
-                    if sink.append(&reply, conn.resp3) >= OUT_FLUSH {
+                    let mut pending = sink.append(&reply, conn.resp3);
+                    // Invalidations of keys this client itself wrote
+                    // follow its reply (CLIENT TRACKING).
+                    for m in shared.store.tracking().take_pending(conn.id) {
+                        pending = sink.append(&m, conn.resp3);
+                    }
+                    if pending >= OUT_FLUSH {
                         sink.flush()?;
                     }
                     if conn.quit {

@@ -243,6 +243,8 @@ pub struct Store {
     appendfsync: AtomicU8,
     /// A write committed without fsync since the last WAL fsync.
     unsynced: AtomicBool,
+    /// Client-side caching: who read what (CLIENT TRACKING).
+    tracking: crate::tracking::Tracking,
 }
 
 impl Store {
@@ -262,6 +264,7 @@ impl Store {
             expired_keys: AtomicU64::new(0),
             appendfsync: AtomicU8::new(Appendfsync::default().code()),
             unsynced: AtomicBool::new(false),
+            tracking: crate::tracking::Tracking::default(),
         })
     }
 
@@ -369,6 +372,11 @@ impl Store {
     /// The engine column family holding every record.
     pub fn cf(&self) -> CfId {
         self.cf
+    }
+
+    /// The CLIENT TRACKING state.
+    pub fn tracking(&self) -> &crate::tracking::Tracking {
+        &self.tracking
     }
 
     /// The WATCH registry (see `commands/multi.rs`).

@@ -3,6 +3,7 @@
 
 mod acl;
 mod blocking;
+mod client;
 mod config;
 mod hashes;
 mod keys;
@@ -129,10 +130,13 @@ impl Conn {
     /// `stream`: the client's socket (None: replies only pile up in the sink).
     pub fn new(shared: &Shared, stream: Option<&std::net::TcpStream>) -> Conn {
         let writer = stream.and_then(|s| s.try_clone().ok());
+        let sink = Arc::new(Sink::new(writer));
+        let id = shared.next_client_id.fetch_add(1, Ordering::Relaxed);
+        shared.store.tracking().register(id, &sink);
         Conn {
-            sink: Arc::new(Sink::new(writer)),
+            sink,
             probe: stream.and_then(|s| s.try_clone().ok()),
-            id: shared.next_client_id.fetch_add(1, Ordering::Relaxed),
+            id,
             db: 0,
             // Redis: a new connection is the default user, already
             // authenticated when that user is on and has no password.
@@ -153,6 +157,7 @@ impl Conn {
 
     /// Drops the connection's WATCHes and subscriptions (call when it closes).
     pub fn close(&mut self, shared: &Shared) {
+        shared.store.tracking().unregister(self.id);
         multi::unwatch_all(shared, self);
         shared.pubsub.forget(self.id, &self.sink);
     }
@@ -185,10 +190,10 @@ impl Conn {
 /// Redis 7's arity: positive = exact, negative = at least.
 fn arity(name: &str) -> Option<i32> {
     Some(match name {
-        "ping" | "quit" | "flushdb" | "info" | "command" | "hello" => -1,
+        "ping" | "quit" | "flushdb" | "flushall" | "info" | "command" | "hello" => -1,
         "echo" | "select" | "get" | "getdel" | "incr" | "decr" | "strlen" | "ttl" | "pttl"
         | "persist" | "type" | "keys" | "hgetall" | "hlen" | "hkeys" | "hvals" => 2,
-        "auth" | "mget" | "del" | "unlink" | "exists" | "scan" | "config" | "acl" => -2,
+        "auth" | "mget" | "del" | "unlink" | "exists" | "scan" | "config" | "acl" | "client" => -2,
         "set" | "mset" | "msetnx" | "expire" | "pexpire" | "expireat" | "pexpireat" | "hmget"
         | "hdel" => -3,
         "setnx" | "getset" | "incrby" | "decrby" | "append" | "hget" | "hexists" | "hstrlen"
@@ -315,11 +320,38 @@ pub fn dispatch(shared: &Shared, conn: &mut Conn, args: &[Vec<u8>]) -> Reply {
         return blocking::run(shared, conn, &name, rest);
     }
     let mut tx = Tx::new(&shared.store);
-    match run(shared, conn, &mut tx, &name, rest) {
+    tx.set_client(conn.id);
+    let reply = match run(shared, conn, &mut tx, &name, rest) {
         Ok(r) => commit(shared, tx, r),
         Err(e) => Reply::Error(e.to_string()),
-    }
+    };
+    track_reads(shared, conn, &name, args);
+    reply
 }
+
+/// CLIENT TRACKING: remembers the keys of a read-only command.
+fn track_reads(shared: &Shared, conn: &Conn, name: &str, args: &[Vec<u8>]) {
+    let t = shared.store.tracking();
+    if !t.any() {
+        return;
+    }
+    let caching_cmd = name == "client" && args.get(1).is_some_and(|s| is_opt(s, "caching"));
+    let Some((i, _)) = crate::acl::registry::command_of(name, args) else {
+        return;
+    };
+    let readonly = crate::acl::table::COMMANDS
+        .get(i)
+        .is_some_and(|c| c.1 & READ_CATEGORY != 0);
+    let keys = if readonly {
+        crate::acl::registry::keys_of(i, name, args).0
+    } else {
+        Vec::new()
+    };
+    t.after_command(conn.id, &keys, readonly, caching_cmd);
+}
+
+/// Bit of `@read` in `acl::table::CATEGORIES`.
+const READ_CATEGORY: u32 = 1 << 1;
 
 /// Commits `tx`, then serves the clients blocked on the keys it filled;
 /// answers `r`, or the commit's error.
@@ -391,6 +423,7 @@ fn run(shared: &Shared, conn: &mut Conn, tx: &mut Tx, name: &str, a: &[Vec<u8>])
         }
         "auth" => acl::auth(shared, conn, a),
         "acl" => acl::acl(shared, conn, a),
+        "client" => client::client(shared, conn, a),
         "hello" => hello(shared, conn, a),
         "select" => {
             let i = parse_i64(arg(a, 0))?;

@@ -113,6 +113,7 @@ fn exec(shared: &Shared, conn: &mut Conn) -> Reply {
         return Reply::err("EXECABORT Transaction discarded because of previous errors.");
     }
     let mut tx = Tx::new_exclusive(&shared.store);
+    tx.set_client(conn.id);
     // Under every lock: no write can set the flag after this check.
     let mut aborted = conn.dirty.load(Ordering::SeqCst);
     for (db, k, was_expired) in &conn.watched {
