@@ -15,6 +15,7 @@ pub mod pubsub;
 pub mod resp;
 pub mod server;
 pub mod store;
+pub mod tls;
 pub mod tracking;
 pub mod tx;
 

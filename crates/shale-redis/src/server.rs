@@ -29,12 +29,22 @@ pub enum ServerError {
 }
 
 /// How the endpoint runs (`shale-redis-server`'s and `shale serve`'s flags).
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Default)]
 pub struct ServerConfig {
     /// The default user's password; `None` means no authentication.
     pub password: Option<String>,
     /// `appendfsync` at start (CONFIG SET changes it).
     pub appendfsync: Appendfsync,
+    /// A second listener speaking TLS (Redis's `tls-port`).
+    pub tls: Option<TlsListener>,
+}
+
+/// The TLS port's listener and its rustls configuration
+/// ([`crate::tls::server_config`]).
+#[derive(Debug)]
+pub struct TlsListener {
+    pub listener: TcpListener,
+    pub config: Arc<rustls::ServerConfig>,
 }
 
 /// Serves RESP2 on `listener` until `stop` is set, then waits for the
@@ -70,6 +80,20 @@ pub fn serve_with(
         let (shared, stop) = (shared.clone(), stop.clone());
         std::thread::spawn(move || crate::expire::run(&shared.store, &stop))
     };
+    // TLS connections are relayed to the plain port over loopback.
+    let tls = match cfg.tls {
+        Some(t) => {
+            let mut plain = listener.local_addr()?;
+            if plain.ip().is_unspecified() {
+                plain.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
+            }
+            let stop = stop.clone();
+            Some(std::thread::spawn(move || {
+                crate::tls::serve(t.listener, t.config, plain, stop)
+            }))
+        }
+        None => None,
+    };
     let fsyncer = {
         let (shared, stop) = (shared.clone(), stop.clone());
         std::thread::spawn(move || crate::durability::run(&shared.store, &stop))
@@ -99,6 +123,11 @@ pub fn serve_with(
     }
     let _ = sweeper.join();
     let _ = fsyncer.join();
+    if let Some(t) = tls {
+        if let Ok(Err(e)) = t.join() {
+            eprintln!("TLS port: {e}");
+        }
+    }
     // What was acknowledged under `everysec` reaches the disk before the
     // caller closes the engine.
     shared.store.sync_wal_if_dirty()?;

@@ -41,6 +41,7 @@ fn start(db: Db, mode: Appendfsync) -> Running {
     let cfg = ServerConfig {
         password: None,
         appendfsync: mode,
+        tls: None,
     };
     let s = stop.clone();
     let thread = std::thread::spawn(move || {
