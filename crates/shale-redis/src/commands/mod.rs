@@ -8,6 +8,7 @@ mod config;
 mod hashes;
 mod keys;
 mod lists;
+mod mpop;
 mod multi;
 mod random;
 mod rename;
@@ -227,6 +228,8 @@ fn arity(name: &str) -> Option<i32> {
         "zcard" => 2,
         "zpopmin" | "zpopmax" | "hrandfield" | "zrandmember" => -2,
         "blpop" | "brpop" | "bzpopmin" | "bzpopmax" => -3,
+        "lmpop" | "zmpop" => -4,
+        "blmpop" | "bzmpop" => -5,
         "blmove" => 6,
         "brpoplpush" => 4,
         "subscribe" | "psubscribe" | "pubsub" => -2,
@@ -388,7 +391,7 @@ fn subscription_kind(name: &str) -> Option<Kind> {
 fn is_blocking(name: &str) -> bool {
     matches!(
         name,
-        "blpop" | "brpop" | "blmove" | "brpoplpush" | "bzpopmin" | "bzpopmax"
+        "blpop" | "brpop" | "blmove" | "brpoplpush" | "bzpopmin" | "bzpopmax" | "blmpop" | "bzmpop"
     )
 }
 
@@ -437,6 +440,7 @@ fn run(shared: &Shared, conn: &mut Conn, tx: &mut Tx, name: &str, a: &[Vec<u8>])
         "publish" => Ok(Reply::Int(shared.pubsub.publish(arg(a, 0), arg(a, 1)))),
         "pubsub" => pubsub(shared, a),
         n if is_blocking(n) => blocking::run_in_exec(shared, tx, db, name, a),
+        "lmpop" | "zmpop" => mpop::run(shared, tx, db, name, a),
         "config" => config::config(shared, a),
         "info" => keys::info(shared, tx, a),
         "get" | "set" | "mget" | "mset" | "setnx" | "getset" | "getdel" | "incr" | "decr"
