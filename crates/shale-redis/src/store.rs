@@ -13,6 +13,12 @@ use thiserror::Error;
 
 /// Name of the engine column family holding all Redis data.
 pub const CF_NAME: &str = "redis";
+/// Present once every key with a TTL has its expiry index entry (written
+/// by [`Store::open`] after indexing the keys of a data set made before
+/// the index existed).
+pub const EXPIRY_INDEXED_KEY: &[u8] = b"X";
+/// Expiry index entries written per batch by that migration.
+const MIGRATE_BATCH: usize = 1000;
 /// The record the `everysec` fsync writes (its value: the time, ms BE).
 pub const FSYNC_KEY: &[u8] = b"F";
 /// Logical databases (SELECT 0..16).
@@ -255,6 +261,7 @@ impl Store {
             Err(shaledb::Error::ColumnFamilyNotFound(_)) => db.create_cf(CF_NAME)?,
             Err(e) => return Err(e.into()),
         };
+        migrate_expiry_index(&db, cf)?;
         Ok(Store {
             db,
             cf,
@@ -383,6 +390,52 @@ impl Store {
     pub fn watches(&self) -> &Watches {
         &self.watches
     }
+}
+
+/// Gives every key with a TTL its expiry index entry, once per data set:
+/// data written before the index existed has none, and the active expiry
+/// cycle would never delete those keys (reads still hide them). Runs at
+/// open, before any command; the entries are idempotent, and the marker
+/// record is written (fsynced) only after all of them, so a crash midway
+/// redoes the walk at the next open.
+fn migrate_expiry_index(db: &Db, cf: CfId) -> Result<()> {
+    let ro = shaledb::ReadOptions::default();
+    if db.get_opt(&ro, cf, EXPIRY_INDEXED_KEY)?.is_some() {
+        return Ok(());
+    }
+    let ro = shaledb::ReadOptions {
+        lower_bound: Some(b"M".to_vec()),
+        upper_bound: Some(b"N".to_vec()),
+        ..shaledb::ReadOptions::default()
+    };
+    let mut it = db.iter_cf(&ro, cf)?;
+    it.seek(b"M")?;
+    let mut batch = shaledb::WriteBatch::new();
+    let mut n = 0;
+    while it.valid() {
+        let m = Meta::decode(it.value())?;
+        if m.expire_at != 0 {
+            if let (Some(&d), Some(user)) = (it.key().get(1), it.key().get(2..)) {
+                batch.put_cf(cf, &expiry_key(d, m.expire_at, user), b"");
+                n += 1;
+            }
+        }
+        if n == MIGRATE_BATCH {
+            db.write(&WriteOptions::default(), std::mem::take(&mut batch))?;
+            n = 0;
+        }
+        it.next()?;
+    }
+    if let Some(e) = it.status() {
+        return Err(StoreError::Engine(e.clone()));
+    }
+    batch.put_cf(cf, EXPIRY_INDEXED_KEY, &[1]);
+    let wo = WriteOptions {
+        sync: true,
+        disable_wal: false,
+    };
+    db.write(&wo, batch)?;
+    Ok(())
 }
 
 /// Who WATCHes which key: `(db, key)` -> the dirty flags of the watching
