@@ -299,22 +299,11 @@ pub fn dispatch(shared: &Shared, conn: &mut Conn, args: &[Vec<u8>]) -> Reply {
              RESET are allowed in this context"
         ));
     }
-    if let Some(kind) = subscription_kind(&name) {
-        if conn.multi.is_some() {
-            return Reply::err("ERR Command not allowed inside a transaction");
+    // Inside MULTI they are queued (Redis 7.0) and run by EXEC.
+    if conn.multi.is_none() {
+        if let Some(r) = subscription_or_ping(shared, conn, &name, rest) {
+            return r;
         }
-        let (id, sink) = (conn.id, conn.sink.clone());
-        if name.ends_with("unsubscribe") {
-            shared.pubsub.unsubscribe(id, &sink, kind, rest);
-        } else {
-            shared.pubsub.subscribe(id, &sink, kind, rest);
-        }
-        // The confirmations are in the sink already.
-        return Reply::Multi(Vec::new());
-    }
-    if subscribed && name == "ping" {
-        let msg = rest.first().cloned().unwrap_or_default();
-        return Reply::Array(vec![Reply::bulk("pong"), Reply::Bulk(msg)]);
     }
     if let Some(reply) = multi::intercept(shared, conn, &name, args) {
         return reply;
@@ -367,6 +356,32 @@ fn commit(shared: &Shared, tx: Tx, r: Reply) -> Reply {
         }
         Err(e) => Reply::Error(CmdError::from(e).to_string()),
     }
+}
+
+/// (P)(UN)SUBSCRIBE, and PING on a subscribed RESP2 connection: their
+/// reply (confirmations go to the sink, or to EXEC's array when it
+/// collects them); None for any other command.
+pub(crate) fn subscription_or_ping(
+    shared: &Shared,
+    conn: &Conn,
+    name: &str,
+    rest: &[Vec<u8>],
+) -> Option<Reply> {
+    if let Some(kind) = subscription_kind(name) {
+        let (id, sink) = (conn.id, conn.sink.clone());
+        if name.ends_with("unsubscribe") {
+            shared.pubsub.unsubscribe(id, &sink, kind, rest);
+        } else {
+            shared.pubsub.subscribe(id, &sink, kind, rest);
+        }
+        // The confirmations are in the sink already.
+        return Some(Reply::Multi(Vec::new()));
+    }
+    if name == "ping" && !conn.resp3 && conn.sink.subscriptions() > 0 {
+        let msg = rest.first().cloned().unwrap_or_default();
+        return Some(Reply::Array(vec![Reply::bulk("pong"), Reply::Bulk(msg)]));
+    }
+    None
 }
 
 /// Commands a RESP2 connection may send while subscribed.

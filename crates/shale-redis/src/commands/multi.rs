@@ -133,6 +133,18 @@ fn exec(shared: &Shared, conn: &mut Conn) -> Reply {
         let name = String::from_utf8_lossy(args.first().map(Vec::as_slice).unwrap_or_default())
             .to_ascii_lowercase();
         let rest = args.get(1..).unwrap_or_default();
+        conn.sink.start_collecting();
+        let sub = super::subscription_or_ping(shared, conn, &name, rest);
+        let confirmations = conn.sink.take_collected();
+        if let Some(r) = sub {
+            // A (P)(UN)SUBSCRIBE's confirmations are elements of the array
+            // (Redis writes them in place).
+            replies.extend(confirmations);
+            if r != Reply::Multi(Vec::new()) {
+                replies.push(r);
+            }
+            continue;
+        }
         let mark = tx.mark();
         match run(shared, conn, &mut tx, &name, rest) {
             Ok(r) => replies.push(r),
