@@ -164,6 +164,17 @@ const ADMIN: &[&[&str]] = &[
     &["ACL", "LOG", "RESET", "x"],
     &["ACL", "LOG", "x"],
     &["ACL", "LOG", "RESET"],
+    &["CONFIG", "GET", "requirepass"],
+    &["CONFIG", "SET", "requirepass", "newpw"],
+    &["CONFIG", "GET", "requirepass"],
+    &["ACL", "GETUSER", "default"],
+    &["AUTH", "pw"],
+    &["AUTH", "newpw"],
+    &["CONFIG", "SET", "requirepass", ""],
+    &["ACL", "GETUSER", "default"],
+    &["CONFIG", "SET", "requirepass", "pw"],
+    &["ACL", "LIST"],
+    &["ACL", "LOG", "RESET"],
 ];
 
 /// What u1 (`~k* +get &c* +config|get +multi`) and alice try.

@@ -16,6 +16,8 @@ const WRITE_BIT: u32 = 1 << 2;
 pub struct Acl {
     users: RwLock<BTreeMap<String, User>>,
     pub log: AclLog,
+    /// `requirepass` as last given (flag or CONFIG SET), for CONFIG GET.
+    requirepass: RwLock<String>,
 }
 
 fn user_key(name: &str) -> Vec<u8> {
@@ -53,7 +55,31 @@ impl Acl {
         Ok(Acl {
             users: RwLock::new(users),
             log: AclLog::default(),
+            requirepass: RwLock::new(password.unwrap_or_default().to_string()),
         })
+    }
+
+    pub fn requirepass(&self) -> String {
+        self.requirepass.read().clone()
+    }
+
+    /// CONFIG SET requirepass: the default user's only password becomes
+    /// `pw` (nopass when empty), as Redis's `ACLUpdateDefaultUserPassword`.
+    pub fn set_requirepass(&self, st: &Store, pw: &[u8]) -> Result<()> {
+        let mut u = self
+            .get("default")
+            .unwrap_or_else(|| User::default_user(None));
+        let _ = u.apply(b"resetpass");
+        if pw.is_empty() {
+            let _ = u.apply(b"nopass");
+        } else {
+            let mut rule = vec![b'>'];
+            rule.extend_from_slice(pw);
+            let _ = u.apply(&rule);
+        }
+        self.put(st, u)?;
+        *self.requirepass.write() = String::from_utf8_lossy(pw).into_owned();
+        Ok(())
     }
 
     pub fn get(&self, name: &str) -> Option<User> {

@@ -31,6 +31,7 @@ fn get(shared: &Shared, a: &[Vec<u8>]) -> CmdResult {
         ("save", String::new()),
         ("appendonly", "yes".to_string()),
         ("appendfsync", shared.store.appendfsync().name().to_string()),
+        ("requirepass", shared.acl.requirepass()),
     ];
     let mut out = Vec::new();
     for (name, value) in &known {
@@ -57,6 +58,7 @@ fn set(shared: &Shared, a: &[Vec<u8>]) -> CmdResult {
         return Err(CmdError::Syntax);
     }
     let mut fsync = None;
+    let mut requirepass: Option<&[u8]> = None;
     for pair in pairs.chunks(2) {
         let name = String::from_utf8_lossy(arg(pair, 0)).to_ascii_lowercase();
         let value = arg(pair, 1);
@@ -72,6 +74,12 @@ fn set(shared: &Shared, a: &[Vec<u8>]) -> CmdResult {
                     )
                 })?);
             }
+            "requirepass" => {
+                if requirepass.is_some() {
+                    return Err(failed(&name, "duplicate parameter"));
+                }
+                requirepass = Some(value);
+            }
             _ => {
                 return Err(CmdError::Other(format!(
                     "Unknown option or number of arguments for CONFIG SET - '{}'",
@@ -82,6 +90,9 @@ fn set(shared: &Shared, a: &[Vec<u8>]) -> CmdResult {
     }
     if let Some(mode) = fsync {
         shared.store.set_appendfsync(mode);
+    }
+    if let Some(pw) = requirepass {
+        shared.acl.set_requirepass(&shared.store, pw)?;
     }
     Ok(Reply::ok())
 }
