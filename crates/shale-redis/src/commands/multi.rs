@@ -146,6 +146,8 @@ fn exec(shared: &Shared, conn: &mut Conn) -> Reply {
             continue;
         }
         let mark = tx.mark();
+        // CLIENT TRACKING remembers reads inside EXEC too, as Redis.
+        super::track_reads(shared, conn, &name, args);
         match run(shared, conn, &mut tx, &name, rest) {
             Ok(r) => replies.push(r),
             // An engine failure fails the whole EXEC: nothing is written.
