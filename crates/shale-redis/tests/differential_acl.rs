@@ -287,3 +287,24 @@ fn users_survive_restart() {
     assert_eq!(c.call(&["ACL", "LIST"]), before);
     assert!(!before.contains("gone"));
 }
+
+/// Whether a connection needs AUTH is judged per request (Redis's
+/// authRequired): CONFIG SET requirepass "" opens a connection that never
+/// authenticated, setting a password closes it again.
+#[test]
+fn requirepass_changes_apply_to_open_connections() {
+    on_both_servers(|port| {
+        let (mut admin, mut c) = (Raw::connect(port), Raw::connect(port));
+        let mut out = vec![admin.call(&["AUTH", PW])];
+        out.push(c.call(&["GET", "k"]));
+        out.push(c.call(&["HELLO", "3"]));
+        out.push(admin.call(&["CONFIG", "SET", "requirepass", ""]));
+        out.push(c.call(&["GET", "k"]));
+        out.push(mask_id(&c.call(&["HELLO", "2"])));
+        out.push(c.call(&["AUTH", "x"]));
+        out.push(admin.call(&["CONFIG", "SET", "requirepass", PW]));
+        out.push(c.call(&["GET", "k"]));
+        out.push(c.call(&["ACL", "WHOAMI"]));
+        out
+    });
+}

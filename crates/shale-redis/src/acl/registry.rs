@@ -9,12 +9,13 @@ use crate::store::{prefix_end, Result, Store};
 use parking_lot::RwLock;
 use shaledb::{ReadOptions, WriteBatch};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// Bit of `@write` in `table::CATEGORIES`.
 const WRITE_BIT: u32 = 1 << 2;
 
 pub struct Acl {
-    users: RwLock<BTreeMap<String, User>>,
+    users: RwLock<BTreeMap<String, Arc<User>>>,
     pub log: AclLog,
     /// `requirepass` as last given (flag or CONFIG SET), for CONFIG GET.
     requirepass: RwLock<String>,
@@ -46,12 +47,12 @@ impl Acl {
                     return Err(crate::store::StoreError::Corrupt("bad stored ACL rule"));
                 }
             }
-            users.insert(name, u);
+            users.insert(name, Arc::new(u));
             it.next()?;
         }
         users
             .entry("default".to_string())
-            .or_insert_with(|| User::default_user(password));
+            .or_insert_with(|| Arc::new(User::default_user(password)));
         Ok(Acl {
             users: RwLock::new(users),
             log: AclLog::default(),
@@ -68,7 +69,7 @@ impl Acl {
     pub fn set_requirepass(&self, st: &Store, pw: &[u8]) -> Result<()> {
         let mut u = self
             .get("default")
-            .unwrap_or_else(|| User::default_user(None));
+            .map_or_else(|| User::default_user(None), |u| (*u).clone());
         let _ = u.apply(b"resetpass");
         if pw.is_empty() {
             let _ = u.apply(b"nopass");
@@ -82,7 +83,8 @@ impl Acl {
         Ok(())
     }
 
-    pub fn get(&self, name: &str) -> Option<User> {
+    /// The user (shared: a request's check clones no rule set).
+    pub fn get(&self, name: &str) -> Option<Arc<User>> {
         self.users.read().get(name).cloned()
     }
 
@@ -90,7 +92,7 @@ impl Acl {
         self.users.read().keys().cloned().collect()
     }
 
-    pub fn all(&self) -> Vec<User> {
+    pub fn all(&self) -> Vec<Arc<User>> {
         self.users.read().values().cloned().collect()
     }
 
@@ -100,7 +102,7 @@ impl Acl {
         let mut b = WriteBatch::new();
         b.put_cf(st.cf(), &user_key(&u.name), u.describe().as_bytes());
         st.engine().write(&synced(), b)?;
-        users.insert(u.name.clone(), u);
+        users.insert(u.name.clone(), Arc::new(u));
         Ok(())
     }
 
@@ -139,9 +141,10 @@ fn synced() -> shaledb::WriteOptions {
 /// What a command needs: its table index and full name (`config|get`).
 pub fn command_of(name: &str, args: &[Vec<u8>]) -> Option<(usize, String)> {
     let top = command_index(name)?;
-    let has_subs = COMMANDS
-        .get(top + 1)
-        .is_some_and(|c| c.0.starts_with(&format!("{name}|")));
+    let has_subs = COMMANDS.get(top + 1).is_some_and(|c| {
+        c.0.strip_prefix(name)
+            .is_some_and(|rest| rest.starts_with('|'))
+    });
     if !has_subs {
         return Some((top, name.to_string()));
     }

@@ -77,12 +77,17 @@ pub(super) fn check(
         let msg = format!("NOPERM this user has no permissions to run the '{full}' command");
         return deny(conn, "command", full.clone(), msg);
     }
-    let (keys, need) = keys_of(i, name, args);
+    let (keys, need) = if user.all_keys {
+        (Vec::new(), 0)
+    } else {
+        keys_of(i, name, args)
+    };
     if let Some(k) = keys.iter().find(|k| !user.can_key(k, need)) {
         let msg = "NOPERM this user has no permissions to access one of the keys used as arguments";
         return deny(conn, "key", lossy(k, usize::MAX), msg.into());
     }
     let bad_channel = match name {
+        _ if user.all_channels => None,
         "publish" => args.get(1).filter(|c| !user.can_channel(c)),
         "subscribe" => args.iter().skip(1).find(|c| !user.can_channel(c)),
         "psubscribe" => args.iter().skip(1).find(|c| !user.can_pattern(c)),
@@ -176,7 +181,10 @@ pub(super) fn acl(shared: &Shared, conn: &mut Conn, a: &[Vec<u8>]) -> CmdResult 
                 ));
             }
             let name = String::from_utf8_lossy(name).into_owned();
-            let mut u = shared.acl.get(&name).unwrap_or_else(|| User::new(&name));
+            let mut u = shared
+                .acl
+                .get(&name)
+                .map_or_else(|| User::new(&name), |u| (*u).clone());
             for rule in rest.iter().skip(1) {
                 if let Err(e) = u.apply(rule) {
                     return Err(CmdError::Other(format!(

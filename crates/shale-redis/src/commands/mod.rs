@@ -284,7 +284,15 @@ pub fn dispatch(shared: &Shared, conn: &mut Conn, args: &[Vec<u8>]) -> Reply {
         multi::refused(conn);
         return wrong_args(&name);
     }
-    if !conn.authed && !matches!(name.as_str(), "auth" | "quit" | "hello") {
+    // Redis's authRequired: judged per request, so CONFIG SET requirepass ""
+    // opens unauthenticated connections at once.
+    if !conn.authed
+        && !matches!(name.as_str(), "auth" | "quit" | "hello")
+        && !shared
+            .acl
+            .get("default")
+            .is_some_and(|u| u.enabled && u.nopass)
+    {
         multi::refused(conn);
         return Reply::err("NOAUTH Authentication required.");
     }
@@ -514,6 +522,7 @@ fn hello(shared: &Shared, conn: &mut Conn, a: &[Vec<u8>]) -> CmdResult {
             )));
         }
     }
+    // Redis checks the connection's own flag here, not authRequired.
     if !conn.authed {
         return Ok(Reply::err(
             "NOAUTH HELLO must be called with the client already authenticated, otherwise the \
