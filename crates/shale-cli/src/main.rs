@@ -130,7 +130,7 @@ enum Cmd {
     /// Describe the extents of a data file (e.g. 000012.sdt).
     Dump { file: String },
     /// Serve SQL over the MySQL protocol (creates the database if missing).
-    Serve(serve::ServeArgs),
+    Serve(Box<serve::ServeArgs>),
     /// Run SQL statements (from -e or stdin) on the database, printing
     /// results as the mysql client does.
     Sql {
@@ -380,7 +380,7 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
         }
         Cmd::Serve(args) => {
             // serve closes the database itself, after the last session.
-            serve::serve(db, &dir, args)?;
+            serve::serve(db, &dir, *args)?;
             return Ok(ExitCode::SUCCESS);
         }
     };

@@ -97,6 +97,24 @@ pub struct ServeArgs {
     /// It never runs without one.
     #[arg(long, env = "SHALE_REDIS_PASSWORD", hide_env_values = true)]
     redis_password: Option<String>,
+    /// The Redis endpoint's appendfsync: `always` (fsync before each
+    /// reply, via group commit), `everysec` or `no` (CONFIG SET changes it).
+    #[arg(long, default_value = "everysec", value_parser = ["always", "everysec", "no"])]
+    redis_appendfsync: String,
+    /// Also serve the Redis protocol over TLS on this port (Redis's
+    /// tls-port), relayed to --redis-port.
+    #[arg(long, requires = "redis_port")]
+    redis_tls_port: Option<u16>,
+    /// The Redis TLS port's certificate chain and key (PEM); default: the
+    /// MySQL endpoint's (--tls-cert/--tls-key, or the data directory's
+    /// generated pair).
+    #[arg(long, value_name = "FILE")]
+    redis_tls_cert: Option<PathBuf>,
+    #[arg(long, value_name = "FILE")]
+    redis_tls_key: Option<PathBuf>,
+    /// Require Redis TLS clients to present a certificate signed by this CA.
+    #[arg(long, value_name = "FILE")]
+    redis_tls_ca: Option<PathBuf>,
 }
 
 /// Runs the server until SIGTERM/SIGINT, then closes `db`.
@@ -183,8 +201,37 @@ pub fn serve(db: Db, dir: &Path, args: ServeArgs) -> Result<(), CliError> {
                 })?;
             let raddr = listener.local_addr()?;
             let (db, stop) = (db.clone(), redis_stop.clone());
+            let tls = match args.redis_tls_port {
+                None => None,
+                Some(tport) => {
+                    let cert = args
+                        .redis_tls_cert
+                        .clone()
+                        .or_else(|| args.tls_cert.clone());
+                    let key = args.redis_tls_key.clone().or_else(|| args.tls_key.clone());
+                    let cert = cert.unwrap_or_else(|| dir.join(shale_server::tls::CERT_FILE));
+                    let key = key.unwrap_or_else(|| dir.join(shale_server::tls::KEY_FILE));
+                    let config =
+                        shale_redis::tls::server_config(&cert, &key, args.redis_tls_ca.as_deref())
+                            .map_err(|e| CliError::Input(format!("Redis TLS: {e}")))?;
+                    let listener = std::net::TcpListener::bind(SocketAddr::new(args.bind, tport))
+                        .map_err(|e| {
+                        CliError::Input(format!("cannot listen on {}:{tport}: {e}", args.bind))
+                    })?;
+                    println!("redis tls: 127.0.0.1:{}", listener.local_addr()?.port());
+                    Some(shale_redis::server::TlsListener { listener, config })
+                }
+            };
+            let cfg = shale_redis::server::ServerConfig {
+                tls,
+                password: Some(password),
+                appendfsync: shale_redis::durability::Appendfsync::parse(
+                    args.redis_appendfsync.as_bytes(),
+                )
+                .unwrap_or_default(),
+            };
             let handle = std::thread::spawn(move || {
-                shale_redis::server::serve(db, listener, Some(password), stop)
+                shale_redis::server::serve_with(db, listener, cfg, stop)
             });
             Some((raddr, handle))
         }

@@ -5,7 +5,9 @@
 //! (docs/redis.md), MULTI/EXEC/WATCH, a thread-per-connection server,
 //! Redis's reply types and error strings.
 
+pub mod acl;
 pub mod commands;
+pub mod durability;
 pub mod expire;
 pub mod glob;
 pub mod ldouble;
@@ -13,6 +15,8 @@ pub mod pubsub;
 pub mod resp;
 pub mod server;
 pub mod store;
+pub mod tls;
+pub mod tracking;
 pub mod tx;
 
 /// Engine options for a Redis data set: values of 64 KiB or more go to

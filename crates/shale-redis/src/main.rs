@@ -1,24 +1,36 @@
-//! `shale-redis-server --db DIR --port P --requirepass PW`: the Redis
-//! endpoint on its own, bound to 127.0.0.1.
+//! `shale-redis-server --db DIR --port P --requirepass PW
+//! [--appendfsync always|everysec|no]`: the Redis endpoint on its own,
+//! bound to 127.0.0.1.
 
-use shale_redis::server::serve;
+use shale_redis::durability::Appendfsync;
+use shale_redis::server::{serve_with, ServerConfig, TlsListener};
 use std::net::TcpListener;
+use std::path::Path;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 const USAGE: &str = "usage: shale-redis-server --db DIR [--port P (6379; 0 = any free port)] \
-                     (--requirepass PW | --no-password-i-know)";
+                     (--requirepass PW | --no-password-i-know) \
+                     [--appendfsync always|everysec|no (everysec)] \
+                     [--tls-port P --tls-cert-file F --tls-key-file F [--tls-ca-cert-file F]]";
 
 struct Args {
     db: String,
     port: u16,
     password: Option<String>,
+    appendfsync: Appendfsync,
+    tls_port: Option<u16>,
+    tls_cert: Option<String>,
+    tls_key: Option<String>,
+    tls_ca: Option<String>,
 }
 
 fn parse_args() -> Result<Args, String> {
     let mut it = std::env::args().skip(1);
     let (mut db, mut port, mut password, mut no_pw) = (None, 6379u16, None, false);
+    let mut appendfsync = Appendfsync::default();
+    let (mut tls_port, mut tls_cert, mut tls_key, mut tls_ca) = (None, None, None, None);
     while let Some(a) = it.next() {
         match a.as_str() {
             "--db" => db = it.next(),
@@ -28,6 +40,18 @@ fn parse_args() -> Result<Args, String> {
             }
             "--requirepass" => password = Some(it.next().ok_or("--requirepass needs a value")?),
             "--no-password-i-know" => no_pw = true,
+            "--appendfsync" => {
+                let v = it.next().ok_or("--appendfsync needs a value")?;
+                appendfsync = Appendfsync::parse(v.as_bytes())
+                    .ok_or_else(|| format!("--appendfsync: {v:?} is not always, everysec or no"))?;
+            }
+            "--tls-port" => {
+                let v = it.next().ok_or("--tls-port needs a value")?;
+                tls_port = Some(v.parse().map_err(|_| format!("bad port {v:?}"))?);
+            }
+            "--tls-cert-file" => tls_cert = it.next(),
+            "--tls-key-file" => tls_key = it.next(),
+            "--tls-ca-cert-file" => tls_ca = it.next(),
             "-h" | "--help" => return Err(USAGE.into()),
             other => return Err(format!("unknown argument {other:?}\n{USAGE}")),
         }
@@ -42,7 +66,35 @@ fn parse_args() -> Result<Args, String> {
              (or --no-password-i-know)\n{USAGE}"
         ));
     }
-    Ok(Args { db, port, password })
+    if tls_port.is_some() && (tls_cert.is_none() || tls_key.is_none()) {
+        return Err("--tls-port needs --tls-cert-file and --tls-key-file".into());
+    }
+    Ok(Args {
+        db,
+        port,
+        password,
+        appendfsync,
+        tls_port,
+        tls_cert,
+        tls_key,
+        tls_ca,
+    })
+}
+
+/// The TLS port's listener and configuration, when `--tls-port` is given.
+fn tls_listener(args: &Args) -> Result<Option<TlsListener>, String> {
+    let (Some(port), Some(cert), Some(key)) = (args.tls_port, &args.tls_cert, &args.tls_key) else {
+        return Ok(None);
+    };
+    let config = shale_redis::tls::server_config(
+        Path::new(cert),
+        Path::new(key),
+        args.tls_ca.as_deref().map(Path::new),
+    )
+    .map_err(|e| format!("TLS: {e}"))?;
+    let listener = TcpListener::bind(("127.0.0.1", port))
+        .map_err(|e| format!("cannot bind 127.0.0.1:{port}: {e}"))?;
+    Ok(Some(TlsListener { listener, config }))
 }
 
 fn main() -> ExitCode {
@@ -86,7 +138,24 @@ fn main() -> ExitCode {
     println!("ShaleDB Redis endpoint on 127.0.0.1:{port}");
     use std::io::Write;
     let _ = std::io::stdout().flush();
-    let served = serve(db.clone(), listener, args.password, stop);
+    let tls = match tls_listener(&args) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    if let Some(t) = &tls {
+        let p = t.listener.local_addr().map_or(0, |a| a.port());
+        println!("ShaleDB Redis TLS endpoint on 127.0.0.1:{p}");
+        let _ = std::io::stdout().flush();
+    }
+    let cfg = ServerConfig {
+        password: args.password,
+        appendfsync: args.appendfsync,
+        tls,
+    };
+    let served = serve_with(db.clone(), listener, cfg, stop);
     let closed = db.close();
     match (served, closed) {
         (Ok(()), Ok(())) => ExitCode::SUCCESS,

@@ -39,9 +39,20 @@ struct SinkInner {
     resp3: bool,
     channels: BTreeSet<Vec<u8>>,
     patterns: BTreeSet<Vec<u8>>,
+    /// Inside EXEC: (un)subscribe confirmations are collected here, to be
+    /// elements of EXEC's reply, instead of being written.
+    collect: Option<Vec<Reply>>,
 }
 
 impl SinkInner {
+    /// A (un)subscribe confirmation.
+    fn confirm(&mut self, items: Vec<Reply>) {
+        match &mut self.collect {
+            Some(v) => v.push(Reply::Push(items)),
+            None => self.push(items),
+        }
+    }
+
     fn count(&self) -> i64 {
         i64::try_from(self.channels.len() + self.patterns.len()).unwrap_or(i64::MAX)
     }
@@ -72,6 +83,7 @@ impl Sink {
                 resp3: false,
                 channels: BTreeSet::new(),
                 patterns: BTreeSet::new(),
+                collect: None,
             }),
             killer,
         }
@@ -93,6 +105,45 @@ impl Sink {
     /// Channels plus patterns subscribed to.
     pub fn subscriptions(&self) -> i64 {
         self.inner.lock().count()
+    }
+
+    /// From now on (un)subscribe confirmations are collected (EXEC).
+    pub fn start_collecting(&self) {
+        self.inner.lock().collect = Some(Vec::new());
+    }
+
+    /// The confirmations collected since [`Sink::start_collecting`];
+    /// confirmations are written again after this.
+    pub fn take_collected(&self) -> Vec<Reply> {
+        self.inner.lock().collect.take().unwrap_or_default()
+    }
+
+    /// The protocol of the connection's last reply (RESP3 after HELLO 3).
+    pub fn resp3(&self) -> bool {
+        self.inner.lock().resp3
+    }
+
+    /// Sends an out-of-band message (a tracking invalidation) from another
+    /// connection's thread: appended after what is pending, written out
+    /// with the same slow-client limit as PUBLISH.
+    pub fn push_out(&self, r: &Reply) {
+        let Some(mut g) = self.inner.try_lock_for(SLOW_CLIENT) else {
+            self.kill();
+            return;
+        };
+        let resp3 = g.resp3;
+        r.encode(&mut g.buf, resp3);
+        if let Some(s) = &g.stream {
+            let _ = s.set_write_timeout(Some(SLOW_CLIENT));
+        }
+        let res = g.flush();
+        if let Some(s) = &g.stream {
+            let _ = s.set_write_timeout(None);
+        }
+        if res.is_err() {
+            drop(g);
+            self.kill();
+        }
     }
 
     fn kill(&self) {
@@ -159,7 +210,7 @@ impl PubSub {
                 add(map, n, id, sink);
             }
             let count = g.count();
-            g.push(vec![
+            g.confirm(vec![
                 Reply::bulk(word),
                 Reply::bulk(n.clone()),
                 Reply::Int(count),
@@ -185,7 +236,7 @@ impl PubSub {
         };
         if names.is_empty() {
             let count = g.count();
-            g.push(vec![Reply::bulk(word), Reply::Nil, Reply::Int(count)]);
+            g.confirm(vec![Reply::bulk(word), Reply::Nil, Reply::Int(count)]);
         }
         for n in names {
             let set = match kind {
@@ -201,7 +252,7 @@ impl PubSub {
                 remove(map, &n, id);
             }
             let count = g.count();
-            g.push(vec![Reply::bulk(word), Reply::bulk(n), Reply::Int(count)]);
+            g.confirm(vec![Reply::bulk(word), Reply::bulk(n), Reply::Int(count)]);
         }
     }
 

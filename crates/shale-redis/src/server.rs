@@ -3,6 +3,7 @@
 //! request in the input is answered, in order, before the next read).
 
 use crate::commands::{dispatch, Conn, Shared};
+use crate::durability::Appendfsync;
 use crate::resp::{parse_request, Parsed, Reply};
 use crate::store::{Store, StoreError};
 use std::io::{ErrorKind, Read, Write};
@@ -27,6 +28,25 @@ pub enum ServerError {
     Store(#[from] StoreError),
 }
 
+/// How the endpoint runs (`shale-redis-server`'s and `shale serve`'s flags).
+#[derive(Debug, Default)]
+pub struct ServerConfig {
+    /// The default user's password; `None` means no authentication.
+    pub password: Option<String>,
+    /// `appendfsync` at start (CONFIG SET changes it).
+    pub appendfsync: Appendfsync,
+    /// A second listener speaking TLS (Redis's `tls-port`).
+    pub tls: Option<TlsListener>,
+}
+
+/// The TLS port's listener and its rustls configuration
+/// ([`crate::tls::server_config`]).
+#[derive(Debug)]
+pub struct TlsListener {
+    pub listener: TcpListener,
+    pub config: Arc<rustls::ServerConfig>,
+}
+
 /// Serves RESP2 on `listener` until `stop` is set, then waits for the
 /// connection threads. `password: None` means no authentication.
 pub fn serve(
@@ -35,13 +55,48 @@ pub fn serve(
     password: Option<String>,
     stop: Arc<AtomicBool>,
 ) -> Result<(), ServerError> {
+    let cfg = ServerConfig {
+        password,
+        ..ServerConfig::default()
+    };
+    serve_with(db, listener, cfg, stop)
+}
+
+/// [`serve`] with every option.
+pub fn serve_with(
+    db: shaledb::Db,
+    listener: TcpListener,
+    cfg: ServerConfig,
+    stop: Arc<AtomicBool>,
+) -> Result<(), ServerError> {
     let port = listener.local_addr()?.port();
-    let shared = Arc::new(Shared::new(Store::open(db)?, password, port, stop.clone()));
+    let store = Store::open(db)?;
+    store.set_appendfsync(cfg.appendfsync);
+    let acl = crate::acl::registry::Acl::load(&store, cfg.password.as_deref())?;
+    let shared = Arc::new(Shared::new(store, acl, port, stop.clone()));
     listener.set_nonblocking(true)?;
     let mut threads = Vec::new();
     let sweeper = {
         let (shared, stop) = (shared.clone(), stop.clone());
         std::thread::spawn(move || crate::expire::run(&shared.store, &stop))
+    };
+    // TLS connections are relayed to the plain port over loopback.
+    let tls = match cfg.tls {
+        Some(t) => {
+            let mut plain = listener.local_addr()?;
+            if plain.ip().is_unspecified() {
+                plain.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
+            }
+            let stop = stop.clone();
+            Some(std::thread::spawn(move || {
+                crate::tls::serve(t.listener, t.config, plain, stop)
+            }))
+        }
+        None => None,
+    };
+    let fsyncer = {
+        let (shared, stop) = (shared.clone(), stop.clone());
+        std::thread::spawn(move || crate::durability::run(&shared.store, &stop))
     };
     while !stop.load(Ordering::SeqCst) {
         match listener.accept() {
@@ -67,6 +122,15 @@ pub fn serve(
         let _ = t.join();
     }
     let _ = sweeper.join();
+    let _ = fsyncer.join();
+    if let Some(t) = tls {
+        if let Ok(Err(e)) = t.join() {
+            eprintln!("TLS port: {e}");
+        }
+    }
+    // What was acknowledged under `everysec` reaches the disk before the
+    // caller closes the engine.
+    shared.store.sync_wal_if_dirty()?;
     Ok(())
 }
 
@@ -127,7 +191,13 @@ fn serve_connection(
                         continue; // empty inline line or *0: no reply, like Redis
                     }
                     let reply = dispatch(shared, conn, &args);
-                    if sink.append(&reply, conn.resp3) >= OUT_FLUSH {
+                    let mut pending = sink.append(&reply, conn.resp3);
+                    // Invalidations of keys this client itself wrote
+                    // follow its reply (CLIENT TRACKING).
+                    for m in shared.store.tracking().take_pending(conn.id) {
+                        pending = sink.append(&m, conn.resp3);
+                    }
+                    if pending >= OUT_FLUSH {
                         sink.flush()?;
                     }
                     if conn.quit {

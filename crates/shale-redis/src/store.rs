@@ -1,17 +1,26 @@
 //! The encoding of docs/redis.md over `shaledb::Db`: metadata records,
 //! hash-field sub-records, lazy expiry, versions.
 
+use crate::durability::Appendfsync;
 use parking_lot::{Mutex, MutexGuard};
-use shaledb::{CfId, Db};
+use shaledb::{CfId, Db, WriteOptions};
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::AtomicBool;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 use thiserror::Error;
 
 /// Name of the engine column family holding all Redis data.
 pub const CF_NAME: &str = "redis";
+/// Present once every key with a TTL has its expiry index entry (written
+/// by [`Store::open`] after indexing the keys of a data set made before
+/// the index existed).
+pub const EXPIRY_INDEXED_KEY: &[u8] = b"X";
+/// Expiry index entries written per batch by that migration.
+const MIGRATE_BATCH: usize = 1000;
+/// The record the `everysec` fsync writes (its value: the time, ms BE).
+pub const FSYNC_KEY: &[u8] = b"F";
 /// Logical databases (SELECT 0..16).
 pub const DATABASES: u8 = 16;
 const FORMAT: u8 = 1;
@@ -236,6 +245,12 @@ pub struct Store {
     watches: Watches,
     /// Keys deleted by the active expiry cycle (INFO `expired_keys`).
     pub expired_keys: AtomicU64,
+    /// The `appendfsync` policy ([`Appendfsync::code`]); CONFIG SET changes it.
+    appendfsync: AtomicU8,
+    /// A write committed without fsync since the last WAL fsync.
+    unsynced: AtomicBool,
+    /// Client-side caching: who read what (CLIENT TRACKING).
+    tracking: crate::tracking::Tracking,
 }
 
 impl Store {
@@ -246,6 +261,7 @@ impl Store {
             Err(shaledb::Error::ColumnFamilyNotFound(_)) => db.create_cf(CF_NAME)?,
             Err(e) => return Err(e.into()),
         };
+        migrate_expiry_index(&db, cf)?;
         Ok(Store {
             db,
             cf,
@@ -253,7 +269,54 @@ impl Store {
             last_version: AtomicU64::new(0),
             watches: Watches::default(),
             expired_keys: AtomicU64::new(0),
+            appendfsync: AtomicU8::new(Appendfsync::default().code()),
+            unsynced: AtomicBool::new(false),
+            tracking: crate::tracking::Tracking::default(),
         })
+    }
+
+    pub fn appendfsync(&self) -> Appendfsync {
+        Appendfsync::from_code(self.appendfsync.load(Ordering::SeqCst))
+    }
+
+    pub fn set_appendfsync(&self, mode: Appendfsync) {
+        self.appendfsync.store(mode.code(), Ordering::SeqCst);
+    }
+
+    /// The options of a command's commit: fsynced under `always`.
+    pub fn write_options(&self) -> WriteOptions {
+        WriteOptions {
+            sync: self.appendfsync() == Appendfsync::Always,
+            disable_wal: false,
+        }
+    }
+
+    /// Called after a commit written with `wo`: remembers an unsynced write.
+    pub fn committed(&self, wo: &WriteOptions) {
+        if !wo.sync {
+            self.unsynced.store(true, Ordering::SeqCst);
+        }
+    }
+
+    /// Fsyncs the WAL if a write landed without fsync since the last time:
+    /// one synced write of the `F` record (docs/redis.md), which fsyncs
+    /// every WAL record before it. The engine skips an empty batch, so a
+    /// record is needed.
+    pub fn sync_wal_if_dirty(&self) -> Result<()> {
+        if !self.unsynced.swap(false, Ordering::SeqCst) {
+            return Ok(());
+        }
+        let wo = WriteOptions {
+            sync: true,
+            disable_wal: false,
+        };
+        let mut b = shaledb::WriteBatch::new();
+        b.put_cf(self.cf, FSYNC_KEY, &now_ms().to_be_bytes());
+        let r = self.db.write(&wo, b);
+        if r.is_err() {
+            self.unsynced.store(true, Ordering::SeqCst);
+        }
+        Ok(r?)
     }
 
     pub fn engine(&self) -> &Db {
@@ -318,10 +381,61 @@ impl Store {
         self.cf
     }
 
+    /// The CLIENT TRACKING state.
+    pub fn tracking(&self) -> &crate::tracking::Tracking {
+        &self.tracking
+    }
+
     /// The WATCH registry (see `commands/multi.rs`).
     pub fn watches(&self) -> &Watches {
         &self.watches
     }
+}
+
+/// Gives every key with a TTL its expiry index entry, once per data set:
+/// data written before the index existed has none, and the active expiry
+/// cycle would never delete those keys (reads still hide them). Runs at
+/// open, before any command; the entries are idempotent, and the marker
+/// record is written (fsynced) only after all of them, so a crash midway
+/// redoes the walk at the next open.
+fn migrate_expiry_index(db: &Db, cf: CfId) -> Result<()> {
+    let ro = shaledb::ReadOptions::default();
+    if db.get_opt(&ro, cf, EXPIRY_INDEXED_KEY)?.is_some() {
+        return Ok(());
+    }
+    let ro = shaledb::ReadOptions {
+        lower_bound: Some(b"M".to_vec()),
+        upper_bound: Some(b"N".to_vec()),
+        ..shaledb::ReadOptions::default()
+    };
+    let mut it = db.iter_cf(&ro, cf)?;
+    it.seek(b"M")?;
+    let mut batch = shaledb::WriteBatch::new();
+    let mut n = 0;
+    while it.valid() {
+        let m = Meta::decode(it.value())?;
+        if m.expire_at != 0 {
+            if let (Some(&d), Some(user)) = (it.key().get(1), it.key().get(2..)) {
+                batch.put_cf(cf, &expiry_key(d, m.expire_at, user), b"");
+                n += 1;
+            }
+        }
+        if n == MIGRATE_BATCH {
+            db.write(&WriteOptions::default(), std::mem::take(&mut batch))?;
+            n = 0;
+        }
+        it.next()?;
+    }
+    if let Some(e) = it.status() {
+        return Err(StoreError::Engine(e.clone()));
+    }
+    batch.put_cf(cf, EXPIRY_INDEXED_KEY, &[1]);
+    let wo = WriteOptions {
+        sync: true,
+        disable_wal: false,
+    };
+    db.write(&wo, batch)?;
+    Ok(())
 }
 
 /// Who WATCHes which key: `(db, key)` -> the dirty flags of the watching

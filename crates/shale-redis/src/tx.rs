@@ -7,7 +7,7 @@ use crate::store::{
     expiry_key, meta_key, now_ms, owner_of, prefix_end, DbKey, KeyLocks, Meta, Result, Store,
     StoreError,
 };
-use shaledb::{ReadOptions, WriteBatch, WriteOptions};
+use shaledb::{ReadOptions, WriteBatch};
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
 
@@ -30,6 +30,9 @@ pub struct Tx<'a> {
     undo: Option<Vec<Undo>>,
     /// Written by the active expiry cycle (see `Watches::touch`).
     expiry_sweep: bool,
+    /// The client whose command this is (0: the server), for tracking's
+    /// NOLOOP and for sending its own invalidations after its reply.
+    client: u64,
 }
 
 /// One buffered change's inverse.
@@ -54,6 +57,7 @@ impl<'a> Tx<'a> {
             now: now_ms(),
             undo: None,
             expiry_sweep: false,
+            client: 0,
         }
     }
 
@@ -165,6 +169,11 @@ impl<'a> Tx<'a> {
             Some(raw) => Ok(Meta::decode(&raw)?.expired(self.now)),
             None => Ok(false),
         }
+    }
+
+    /// The client running this transaction (CLIENT TRACKING's NOLOOP).
+    pub fn set_client(&mut self, id: u64) {
+        self.client = id;
     }
 
     /// This transaction only deletes expired keys (the expiry cycle).
@@ -422,7 +431,10 @@ impl<'a> Tx<'a> {
                 None => b.delete_cf(cf, k),
             }
         }
-        self.st.engine().write(&WriteOptions::default(), b)?;
+        let wo = self.st.write_options();
+        self.st.engine().write(&wo, b)?;
+        self.st.committed(&wo);
+        self.invalidate_tracked();
         if w.any() {
             for (db, key) in &flushed {
                 w.touch(*db, key, false);
@@ -439,6 +451,30 @@ impl<'a> Tx<'a> {
             }
         }
         Ok(())
+    }
+}
+
+impl Tx<'_> {
+    /// Tells client tracking what this commit modified: the keys of every
+    /// written record, each once, and a flush for a range delete.
+    fn invalidate_tracked(&self) {
+        let t = self.st.tracking();
+        if !t.any() {
+            return;
+        }
+        if !self.ranges.is_empty() {
+            t.flush(self.client);
+        }
+        let mut keys: Vec<Vec<u8>> = Vec::new();
+        let mut seen = BTreeSet::new();
+        for k in self.writes.keys() {
+            if let Some((_, key)) = owner_of(k) {
+                if seen.insert(key) {
+                    keys.push(key.to_vec());
+                }
+            }
+        }
+        t.invalidate(self.client, &keys);
     }
 }
 

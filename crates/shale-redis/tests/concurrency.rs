@@ -35,7 +35,7 @@ fn concurrent_incr_hincrby_append_lose_nothing() {
     assert_eq!(cli(port, &["strlen", "s"]), "1600");
     assert_eq!(
         cli(port, &["config", "get", "append*"]),
-        "appendonly\nyes\nappendfsync\nno"
+        "appendonly\nyes\nappendfsync\neverysec"
     );
 }
 

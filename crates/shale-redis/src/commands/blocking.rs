@@ -43,6 +43,8 @@ enum Op {
     },
     /// BZPOPMIN / BZPOPMAX (max).
     ZPop { max: bool },
+    /// BLMPOP / BZMPOP.
+    MPop(super::mpop::MPop),
 }
 
 enum State {
@@ -195,6 +197,10 @@ fn serve_one(shared: &Shared, w: &Waiter, key: &[u8]) -> Served {
                 _ => return Served::Nothing,
             }
         }
+        Op::MPop(p) => match super::mpop::pop_key(shared, &mut tx, db, p, key) {
+            Ok(Some(r)) => r,
+            _ => return Served::Nothing,
+        },
     };
     let more = shared.blocking.ready_keys(&tx);
     match tx.commit() {
@@ -242,6 +248,15 @@ fn parse(name: &str, a: &[Vec<u8>]) -> Result<Parsed, CmdError> {
         }
     };
     Ok(match name {
+        "blmpop" | "bzmpop" => {
+            // Redis checks numkeys, keys and options before the timeout.
+            let p = super::mpop::parse(name == "bzmpop", a.get(1..).unwrap_or_default())?;
+            Parsed {
+                keys: p.keys.clone(),
+                op: Op::MPop(p),
+                timeout: arg(a, 0).to_vec(),
+            }
+        }
         "blpop" | "brpop" => Parsed {
             keys: keys_until(last),
             op: Op::Pop {
@@ -312,6 +327,7 @@ fn try_now(shared: &Shared, tx: &mut Tx, db: u8, p: &Parsed) -> CmdResult {
             }
             Ok(Reply::NilArray)
         }
+        Op::MPop(mp) => super::mpop::try_all(shared, tx, db, mp),
     }
 }
 

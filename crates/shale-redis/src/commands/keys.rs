@@ -111,7 +111,7 @@ pub fn run(shared: &Shared, tx: &mut Tx, db: u8, name: &str, a: &[Vec<u8>]) -> C
             })?;
             Ok(Reply::Int(n))
         }
-        "flushdb" => {
+        "flushdb" | "flushall" => {
             if a.len() > 1
                 || a.first()
                     .is_some_and(|o| !is_opt(o, "SYNC") && !is_opt(o, "ASYNC"))
@@ -119,8 +119,15 @@ pub fn run(shared: &Shared, tx: &mut Tx, db: u8, name: &str, a: &[Vec<u8>]) -> C
                 return Err(CmdError::Syntax);
             }
             tx.lock_all();
-            for tag in [b'M', b'S', b'Z', b'E'] {
-                tx.delete_prefix(&[tag, db]);
+            let dbs = if name == "flushall" {
+                0..crate::store::DATABASES
+            } else {
+                db..db + 1
+            };
+            for d in dbs {
+                for tag in [b'M', b'S', b'Z', b'E'] {
+                    tx.delete_prefix(&[tag, d]);
+                }
             }
             Ok(Reply::ok())
         }

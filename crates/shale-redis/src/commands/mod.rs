@@ -1,10 +1,14 @@
 //! Command dispatch: lookup, arity, authentication, then the command, with
 //! Redis's reply types and error strings.
 
+mod acl;
 mod blocking;
+mod client;
+mod config;
 mod hashes;
 mod keys;
 mod lists;
+mod mpop;
 mod multi;
 mod random;
 mod rename;
@@ -57,8 +61,8 @@ pub type CmdResult = Result<Reply, CmdError>;
 /// What every connection of one server shares.
 pub struct Shared {
     pub store: Store,
-    /// `None`: no password (only with `--no-password-i-know`).
-    pub password: Option<String>,
+    /// The users (the default user holds `--requirepass`).
+    pub acl: crate::acl::registry::Acl,
     pub cursors: CursorTable,
     pub started: Instant,
     pub port: u16,
@@ -71,10 +75,15 @@ pub struct Shared {
 }
 
 impl Shared {
-    pub fn new(store: Store, password: Option<String>, port: u16, stop: Arc<AtomicBool>) -> Shared {
+    pub fn new(
+        store: Store,
+        acl: crate::acl::registry::Acl,
+        port: u16,
+        stop: Arc<AtomicBool>,
+    ) -> Shared {
         Shared {
             store,
-            password,
+            acl,
             cursors: CursorTable::default(),
             started: Instant::now(),
             port,
@@ -96,6 +105,8 @@ pub struct Conn {
     pub id: u64,
     pub db: u8,
     pub authed: bool,
+    /// The ACL user the connection runs as.
+    pub user: String,
     /// Set by QUIT: close after this reply.
     pub quit: bool,
     /// Inside MULTI: the queued requests.
@@ -120,12 +131,21 @@ impl Conn {
     /// `stream`: the client's socket (None: replies only pile up in the sink).
     pub fn new(shared: &Shared, stream: Option<&std::net::TcpStream>) -> Conn {
         let writer = stream.and_then(|s| s.try_clone().ok());
+        let sink = Arc::new(Sink::new(writer));
+        let id = shared.next_client_id.fetch_add(1, Ordering::Relaxed);
+        shared.store.tracking().register(id, &sink);
         Conn {
-            sink: Arc::new(Sink::new(writer)),
+            sink,
             probe: stream.and_then(|s| s.try_clone().ok()),
-            id: shared.next_client_id.fetch_add(1, Ordering::Relaxed),
+            id,
             db: 0,
-            authed: shared.password.is_none(),
+            // Redis: a new connection is the default user, already
+            // authenticated when that user is on and has no password.
+            authed: shared
+                .acl
+                .get("default")
+                .is_some_and(|u| u.enabled && u.nopass),
+            user: "default".into(),
             quit: false,
             multi: None,
             multi_failed: false,
@@ -138,8 +158,13 @@ impl Conn {
 
     /// Drops the connection's WATCHes and subscriptions (call when it closes).
     pub fn close(&mut self, shared: &Shared) {
+        shared.store.tracking().unregister(self.id);
         multi::unwatch_all(shared, self);
         shared.pubsub.forget(self.id, &self.sink);
+    }
+
+    pub fn in_multi(&self) -> bool {
+        self.multi.is_some()
     }
 
     /// True when the client closed its end (EOF with nothing unread).
@@ -166,10 +191,10 @@ impl Conn {
 /// Redis 7's arity: positive = exact, negative = at least.
 fn arity(name: &str) -> Option<i32> {
     Some(match name {
-        "ping" | "quit" | "flushdb" | "info" | "command" | "hello" => -1,
+        "ping" | "quit" | "flushdb" | "flushall" | "info" | "command" | "hello" => -1,
         "echo" | "select" | "get" | "getdel" | "incr" | "decr" | "strlen" | "ttl" | "pttl"
         | "persist" | "type" | "keys" | "hgetall" | "hlen" | "hkeys" | "hvals" => 2,
-        "auth" | "mget" | "del" | "unlink" | "exists" | "scan" | "config" => -2,
+        "auth" | "mget" | "del" | "unlink" | "exists" | "scan" | "config" | "acl" | "client" => -2,
         "set" | "mset" | "msetnx" | "expire" | "pexpire" | "expireat" | "pexpireat" | "hmget"
         | "hdel" => -3,
         "setnx" | "getset" | "incrby" | "decrby" | "append" | "hget" | "hexists" | "hstrlen"
@@ -203,6 +228,8 @@ fn arity(name: &str) -> Option<i32> {
         "zcard" => 2,
         "zpopmin" | "zpopmax" | "hrandfield" | "zrandmember" => -2,
         "blpop" | "brpop" | "bzpopmin" | "bzpopmax" => -3,
+        "lmpop" | "zmpop" => -4,
+        "blmpop" | "bzmpop" => -5,
         "blmove" => 6,
         "brpoplpush" => 4,
         "subscribe" | "psubscribe" | "pubsub" => -2,
@@ -257,9 +284,20 @@ pub fn dispatch(shared: &Shared, conn: &mut Conn, args: &[Vec<u8>]) -> Reply {
         multi::refused(conn);
         return wrong_args(&name);
     }
-    if !conn.authed && !matches!(name.as_str(), "auth" | "quit" | "hello") {
+    // Redis's authRequired: judged per request, so CONFIG SET requirepass ""
+    // opens unauthenticated connections at once.
+    if !conn.authed
+        && !matches!(name.as_str(), "auth" | "quit" | "hello")
+        && !shared
+            .acl
+            .get("default")
+            .is_some_and(|u| u.enabled && u.nopass)
+    {
         multi::refused(conn);
         return Reply::err("NOAUTH Authentication required.");
+    }
+    if let Some(denied) = acl::check(shared, conn, &name, args) {
+        return denied;
     }
     let rest = args.get(1..).unwrap_or_default();
     let subscribed = !conn.resp3 && conn.sink.subscriptions() > 0;
@@ -269,22 +307,11 @@ pub fn dispatch(shared: &Shared, conn: &mut Conn, args: &[Vec<u8>]) -> Reply {
              RESET are allowed in this context"
         ));
     }
-    if let Some(kind) = subscription_kind(&name) {
-        if conn.multi.is_some() {
-            return Reply::err("ERR Command not allowed inside a transaction");
+    // Inside MULTI they are queued (Redis 7.0) and run by EXEC.
+    if conn.multi.is_none() {
+        if let Some(r) = subscription_or_ping(shared, conn, &name, rest) {
+            return r;
         }
-        let (id, sink) = (conn.id, conn.sink.clone());
-        if name.ends_with("unsubscribe") {
-            shared.pubsub.unsubscribe(id, &sink, kind, rest);
-        } else {
-            shared.pubsub.subscribe(id, &sink, kind, rest);
-        }
-        // The confirmations are in the sink already.
-        return Reply::Multi(Vec::new());
-    }
-    if subscribed && name == "ping" {
-        let msg = rest.first().cloned().unwrap_or_default();
-        return Reply::Array(vec![Reply::bulk("pong"), Reply::Bulk(msg)]);
     }
     if let Some(reply) = multi::intercept(shared, conn, &name, args) {
         return reply;
@@ -293,11 +320,38 @@ pub fn dispatch(shared: &Shared, conn: &mut Conn, args: &[Vec<u8>]) -> Reply {
         return blocking::run(shared, conn, &name, rest);
     }
     let mut tx = Tx::new(&shared.store);
-    match run(shared, conn, &mut tx, &name, rest) {
+    tx.set_client(conn.id);
+    let reply = match run(shared, conn, &mut tx, &name, rest) {
         Ok(r) => commit(shared, tx, r),
         Err(e) => Reply::Error(e.to_string()),
-    }
+    };
+    track_reads(shared, conn, &name, args);
+    reply
 }
+
+/// CLIENT TRACKING: remembers the keys of a read-only command.
+fn track_reads(shared: &Shared, conn: &Conn, name: &str, args: &[Vec<u8>]) {
+    let t = shared.store.tracking();
+    if !t.any() {
+        return;
+    }
+    let caching_cmd = name == "client" && args.get(1).is_some_and(|s| is_opt(s, "caching"));
+    let Some((i, _)) = crate::acl::registry::command_of(name, args) else {
+        return;
+    };
+    let readonly = crate::acl::table::COMMANDS
+        .get(i)
+        .is_some_and(|c| c.1 & READ_CATEGORY != 0);
+    let keys = if readonly {
+        crate::acl::registry::keys_of(i, name, args).0
+    } else {
+        Vec::new()
+    };
+    t.after_command(conn.id, &keys, readonly, caching_cmd);
+}
+
+/// Bit of `@read` in `acl::table::CATEGORIES`.
+const READ_CATEGORY: u32 = 1 << 1;
 
 /// Commits `tx`, then serves the clients blocked on the keys it filled;
 /// answers `r`, or the commit's error.
@@ -310,6 +364,32 @@ fn commit(shared: &Shared, tx: Tx, r: Reply) -> Reply {
         }
         Err(e) => Reply::Error(CmdError::from(e).to_string()),
     }
+}
+
+/// (P)(UN)SUBSCRIBE, and PING on a subscribed RESP2 connection: their
+/// reply (confirmations go to the sink, or to EXEC's array when it
+/// collects them); None for any other command.
+pub(crate) fn subscription_or_ping(
+    shared: &Shared,
+    conn: &Conn,
+    name: &str,
+    rest: &[Vec<u8>],
+) -> Option<Reply> {
+    if let Some(kind) = subscription_kind(name) {
+        let (id, sink) = (conn.id, conn.sink.clone());
+        if name.ends_with("unsubscribe") {
+            shared.pubsub.unsubscribe(id, &sink, kind, rest);
+        } else {
+            shared.pubsub.subscribe(id, &sink, kind, rest);
+        }
+        // The confirmations are in the sink already.
+        return Some(Reply::Multi(Vec::new()));
+    }
+    if name == "ping" && !conn.resp3 && conn.sink.subscriptions() > 0 {
+        let msg = rest.first().cloned().unwrap_or_default();
+        return Some(Reply::Array(vec![Reply::bulk("pong"), Reply::Bulk(msg)]));
+    }
+    None
 }
 
 /// Commands a RESP2 connection may send while subscribed.
@@ -334,7 +414,7 @@ fn subscription_kind(name: &str) -> Option<Kind> {
 fn is_blocking(name: &str) -> bool {
     matches!(
         name,
-        "blpop" | "brpop" | "blmove" | "brpoplpush" | "bzpopmin" | "bzpopmax"
+        "blpop" | "brpop" | "blmove" | "brpoplpush" | "bzpopmin" | "bzpopmax" | "blmpop" | "bzmpop"
     )
 }
 
@@ -367,7 +447,9 @@ fn run(shared: &Shared, conn: &mut Conn, tx: &mut Tx, name: &str, a: &[Vec<u8>])
             conn.quit = true;
             Ok(Reply::ok())
         }
-        "auth" => auth(shared, conn, a),
+        "auth" => acl::auth(shared, conn, a),
+        "acl" => acl::acl(shared, conn, a),
+        "client" => client::client(shared, conn, a),
         "hello" => hello(shared, conn, a),
         "select" => {
             let i = parse_i64(arg(a, 0))?;
@@ -381,7 +463,8 @@ fn run(shared: &Shared, conn: &mut Conn, tx: &mut Tx, name: &str, a: &[Vec<u8>])
         "publish" => Ok(Reply::Int(shared.pubsub.publish(arg(a, 0), arg(a, 1)))),
         "pubsub" => pubsub(shared, a),
         n if is_blocking(n) => blocking::run_in_exec(shared, tx, db, name, a),
-        "config" => config(a),
+        "lmpop" | "zmpop" => mpop::run(shared, tx, db, name, a),
+        "config" => config::config(shared, a),
         "info" => keys::info(shared, tx, a),
         "get" | "set" | "mget" | "mset" | "setnx" | "getset" | "getdel" | "incr" | "decr"
         | "incrby" | "decrby" | "append" | "strlen" | "setex" | "psetex" | "msetnx"
@@ -419,7 +502,7 @@ fn hello(shared: &Shared, conn: &mut Conn, a: &[Vec<u8>]) -> CmdResult {
         let more = a.len() - 1 - j;
         if is_opt(opt, "AUTH") && more >= 2 {
             let creds = [arg(a, j + 1).to_vec(), arg(a, j + 2).to_vec()];
-            match auth(shared, conn, &creds)? {
+            match acl::auth(shared, conn, &creds)? {
                 Reply::Error(e) => return Ok(Reply::Error(e)),
                 _ => j += 3,
             }
@@ -439,6 +522,7 @@ fn hello(shared: &Shared, conn: &mut Conn, a: &[Vec<u8>]) -> CmdResult {
             )));
         }
     }
+    // Redis checks the connection's own flag here, not authRequired.
     if !conn.authed {
         return Ok(Reply::err(
             "NOAUTH HELLO must be called with the client already authenticated, otherwise the \
@@ -462,33 +546,6 @@ fn hello(shared: &Shared, conn: &mut Conn, a: &[Vec<u8>]) -> CmdResult {
     ]))
 }
 
-fn auth(shared: &Shared, conn: &mut Conn, a: &[Vec<u8>]) -> CmdResult {
-    let (user, pw) = match a {
-        [pw] => (&b"default"[..], pw),
-        [user, pw] => (user.as_slice(), pw),
-        _ => return Err(CmdError::Syntax),
-    };
-    let Some(expected) = &shared.password else {
-        if a.len() == 1 {
-            return Err(CmdError::Other(
-                "AUTH <password> called without any password configured for the default user. \
-                 Are you sure your configuration is correct?"
-                    .into(),
-            ));
-        }
-        conn.authed = true;
-        return Ok(Reply::ok());
-    };
-    if user == b"default" && pw.as_slice() == expected.as_bytes() {
-        conn.authed = true;
-        Ok(Reply::ok())
-    } else {
-        Ok(Reply::err(
-            "WRONGPASS invalid username-password pair or user is disabled.",
-        ))
-    }
-}
-
 /// PUBSUB CHANNELS [pattern] | NUMSUB [channel ...] | NUMPAT
 fn pubsub(shared: &Shared, a: &[Vec<u8>]) -> CmdResult {
     let sub = String::from_utf8_lossy(arg(a, 0)).to_ascii_lowercase();
@@ -510,40 +567,6 @@ fn pubsub(shared: &Shared, a: &[Vec<u8>]) -> CmdResult {
         ("channels" | "numpat", _) => Ok(wrong_args(&format!("pubsub|{sub}"))),
         _ => Err(CmdError::Other(format!(
             "unknown subcommand '{}'. Try PUBSUB HELP.",
-            lossy(arg(a, 0), 128)
-        ))),
-    }
-}
-
-fn config(a: &[Vec<u8>]) -> CmdResult {
-    let sub = String::from_utf8_lossy(arg(a, 0)).to_ascii_lowercase();
-    match sub.as_str() {
-        "get" => {
-            if a.len() < 2 {
-                return Ok(wrong_args("config|get"));
-            }
-            // What redis-benchmark and redis-cli read; `appendonly yes` /
-            // `appendfsync no`: every write goes through the WAL, without fsync.
-            let known = [
-                ("databases", DATABASES.to_string()),
-                ("save", String::new()),
-                ("appendonly", "yes".to_string()),
-                ("appendfsync", "no".to_string()),
-            ];
-            let mut out = Vec::new();
-            for (name, value) in &known {
-                let hit =
-                    a.get(1..).unwrap_or_default().iter().any(|pat| {
-                        crate::glob::matches(&pat.to_ascii_lowercase(), name.as_bytes())
-                    });
-                if hit {
-                    out.push((Reply::bulk(*name), Reply::bulk(value.clone())));
-                }
-            }
-            Ok(Reply::Map(out))
-        }
-        _ => Err(CmdError::Other(format!(
-            "unknown subcommand '{}'. Try CONFIG HELP.",
             lossy(arg(a, 0), 128)
         ))),
     }

@@ -113,6 +113,7 @@ fn exec(shared: &Shared, conn: &mut Conn) -> Reply {
         return Reply::err("EXECABORT Transaction discarded because of previous errors.");
     }
     let mut tx = Tx::new_exclusive(&shared.store);
+    tx.set_client(conn.id);
     // Under every lock: no write can set the flag after this check.
     let mut aborted = conn.dirty.load(Ordering::SeqCst);
     for (db, k, was_expired) in &conn.watched {
@@ -132,7 +133,21 @@ fn exec(shared: &Shared, conn: &mut Conn) -> Reply {
         let name = String::from_utf8_lossy(args.first().map(Vec::as_slice).unwrap_or_default())
             .to_ascii_lowercase();
         let rest = args.get(1..).unwrap_or_default();
+        conn.sink.start_collecting();
+        let sub = super::subscription_or_ping(shared, conn, &name, rest);
+        let confirmations = conn.sink.take_collected();
+        if let Some(r) = sub {
+            // A (P)(UN)SUBSCRIBE's confirmations are elements of the array
+            // (Redis writes them in place).
+            replies.extend(confirmations);
+            if r != Reply::Multi(Vec::new()) {
+                replies.push(r);
+            }
+            continue;
+        }
         let mark = tx.mark();
+        // CLIENT TRACKING remembers reads inside EXEC too, as Redis.
+        super::track_reads(shared, conn, &name, args);
         match run(shared, conn, &mut tx, &name, rest) {
             Ok(r) => replies.push(r),
             // An engine failure fails the whole EXEC: nothing is written.
