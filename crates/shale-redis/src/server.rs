@@ -157,6 +157,29 @@ fn connection(shared: &Shared, mut stream: TcpStream, stop: &AtomicBool) -> std:
     r
 }
 
+/// Reads from a socket with a read timeout: `Some(n)` bytes, or `None` at
+/// end of stream or once `stop` is set (checked at each timeout, so a
+/// shutdown is seen within one timeout while the client is idle).
+pub(crate) fn read_or_stop(
+    stream: &mut impl Read,
+    buf: &mut [u8],
+    stop: &AtomicBool,
+) -> std::io::Result<Option<usize>> {
+    loop {
+        match stream.read(buf) {
+            Ok(0) => return Ok(None),
+            Ok(n) => return Ok(Some(n)),
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                if stop.load(Ordering::SeqCst) {
+                    return Ok(None);
+                }
+            }
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+}
+
 fn serve_connection(
     shared: &Shared,
     stream: &mut TcpStream,
@@ -167,17 +190,8 @@ fn serve_connection(
     let mut chunk = vec![0u8; 64 * 1024];
     let sink = conn.sink.clone();
     loop {
-        let got = match stream.read(&mut chunk) {
-            Ok(0) => return Ok(()),
-            Ok(n) => n,
-            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
-                if stop.load(Ordering::SeqCst) {
-                    return Ok(());
-                }
-                continue;
-            }
-            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
+        let Some(got) = read_or_stop(stream, &mut chunk, stop)? else {
+            return Ok(());
         };
         buf.extend_from_slice(chunk.get(..got).unwrap_or_default());
         let mut pos = 0;

@@ -185,17 +185,8 @@ fn decrypt_loop(
     let mut buf = vec![0u8; 64 * 1024];
     let mut plain = vec![0u8; 64 * 1024];
     loop {
-        let n = match sock.read(&mut buf) {
-            Ok(0) => return Ok(()),
-            Ok(n) => n,
-            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
-                if stop.load(Ordering::SeqCst) {
-                    return Ok(());
-                }
-                continue;
-            }
-            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
+        let Some(n) = crate::server::read_or_stop(&mut sock, &mut buf, stop)? else {
+            return Ok(());
         };
         let mut rest = buf.get(..n).unwrap_or_default();
         // Decrypted under the session's lock, written to the loopback
