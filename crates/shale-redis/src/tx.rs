@@ -302,6 +302,7 @@ impl<'a> Tx<'a> {
             snapshot: self.ro.snapshot.clone(),
             lower_bound: Some(prefix.to_vec()),
             upper_bound: end.clone(),
+            ..ReadOptions::default()
         };
         // Buffered writes in the walked part of the range, in walk order.
         let hi = end.as_deref().map_or(Bound::Unbounded, Bound::Excluded);

@@ -19,6 +19,8 @@ pub fn check_table(cat: &Catalog, def: &TableDef) -> Result<Vec<String>> {
             snapshot: Some(snapshot.clone()),
             lower_bound: Some(lo.clone()),
             upper_bound: prefix_successor(&lo),
+            // A bulk scan: it must not flush the block cache.
+            cache_priority: shaledb::CachePriority::Low,
         };
         let mut it = db.iter_cf(&ro, cat.data_cf)?;
         it.seek_to_first()?;

@@ -203,6 +203,8 @@ impl Ddl<'_> {
             snapshot: Some(engine.snapshot()),
             lower_bound: Some(lo),
             upper_bound: hi,
+            // A bulk scan: it must not flush the block cache.
+            cache_priority: shaledb::CachePriority::Low,
         };
         let mut it = engine.iter_cf(&ro, self.cat.data_cf)?;
         it.seek_to_first()?;

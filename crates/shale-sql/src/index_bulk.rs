@@ -111,6 +111,8 @@ impl Ddl<'_> {
             snapshot: Some(snapshot.clone()),
             lower_bound: Some(lo),
             upper_bound: hi,
+            // A bulk scan: it must not flush the block cache.
+            cache_priority: shaledb::CachePriority::Low,
         };
         let mut wanted = vec![false; def.columns.len()];
         for p in def.index_positions(ix) {

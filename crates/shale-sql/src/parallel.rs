@@ -111,6 +111,7 @@ pub fn partitions(
         snapshot: None,
         lower_bound: Some(lo.clone()),
         upper_bound: hi.clone(),
+        ..ReadOptions::default()
     };
     let mut it = db.iter_cf(&ro, ex.cat.data_cf)?;
     it.seek_to_first()?;
@@ -225,6 +226,8 @@ pub fn aggregate(
                         snapshot: Some(snapshot),
                         lower_bound: Some(lo.clone()),
                         upper_bound: hi.clone(),
+                        // A bulk scan: it must not flush the block cache.
+                        cache_priority: shaledb::CachePriority::Low,
                     };
                     let mut it = cat.engine().iter_cf(&ro, cat.data_cf)?;
                     it.seek_to_first()?;

@@ -245,6 +245,8 @@ fn versions_in_use(
         snapshot: Some(snap),
         lower_bound: Some(pk.id.to_be_bytes().to_vec()),
         upper_bound: pk.id.checked_add(1).map(|n| n.to_be_bytes().to_vec()),
+        // A bulk scan: it must not flush the block cache.
+        cache_priority: shaledb::CachePriority::Low,
     };
     let mut it = engine.iter_cf(&ro, cat.data_cf)?;
     it.seek_to_first()?;

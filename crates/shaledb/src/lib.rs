@@ -60,6 +60,7 @@ mod wal;
 mod write_batch;
 
 pub use blob::BlobGcStats;
+pub use cache::CachePriority;
 pub use compaction::filter::{CompactionFilter, CompactionFilterFactory};
 pub use db::{
     CfId, Db, DbIterator, IngestBuilder, IngestStats, Options, ReadOptions, RewriteStats, Snapshot,

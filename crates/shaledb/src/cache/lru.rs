@@ -12,6 +12,15 @@
 //!
 //! Example (capacity 100): insert A(40), B(40), get(A), insert C(40) evicts
 //! B (the least recently used), leaving the list `C, A` with usage 80.
+//!
+//! A low-priority insert ([`LruShard::insert_cold`], for blocks read by a
+//! bulk scan) links the new entry at the *tail* instead: it fills free room
+//! like any insert, but once the shard is full the next insert evicts it
+//! first. So a scan of a table larger than the cache displaces at most one
+//! cached block per shard (the tail when it started), and the blocks cached
+//! before it keep serving hits. Example (capacity 100): insert A(40),
+//! B(40), insert_cold S1(20), insert_cold S2(20) evicts S1 (the tail), not
+//! A; the list is `B, A, S2`.
 
 use super::{CacheKey, KeyHasherBuilder};
 use crate::extent::Block;
@@ -113,6 +122,21 @@ impl LruShard {
         self.head = i;
     }
 
+    fn push_back(&mut self, i: u32) {
+        let old = self.tail;
+        {
+            let n = self.node(i);
+            n.prev = old;
+            n.next = NIL;
+        }
+        if old == NIL {
+            self.head = i;
+        } else {
+            self.node(old).next = i;
+        }
+        self.tail = i;
+    }
+
     /// Unlinks and frees slot `i`, returning its block.
     fn remove_slot(&mut self, i: u32) -> Option<Arc<Block>> {
         self.unlink(i);
@@ -146,6 +170,17 @@ impl LruShard {
     /// until it fits. An entry larger than the whole shard is not kept
     /// (counted as inserted and evicted).
     pub fn insert(&mut self, key: CacheKey, block: Arc<Block>, charge: usize) {
+        self.insert_at(key, block, charge, true);
+    }
+
+    /// Like [`LruShard::insert`], but the entry becomes the *least* recently
+    /// used one (see the module docs): it is the next to be evicted unless
+    /// a `get` promotes it first.
+    pub fn insert_cold(&mut self, key: CacheKey, block: Arc<Block>, charge: usize) {
+        self.insert_at(key, block, charge, false);
+    }
+
+    fn insert_at(&mut self, key: CacheKey, block: Arc<Block>, charge: usize, hot: bool) {
         self.inserts += 1;
         if let Some(&i) = self.map.get(&key) {
             self.remove_slot(i);
@@ -181,7 +216,11 @@ impl LruShard {
                 i
             }
         };
-        self.push_front(i);
+        if hot {
+            self.push_front(i);
+        } else {
+            self.push_back(i);
+        }
         self.map.insert(key, i);
         self.usage += charge;
     }
@@ -215,6 +254,33 @@ mod tests {
         assert!(s.get(&key(3)).is_some());
         assert_eq!((s.usage(), s.len()), (80, 2));
         assert_eq!((s.hits, s.misses, s.inserts, s.evictions), (3, 1, 3, 1));
+    }
+
+    #[test]
+    fn cold_inserts_fill_room_then_evict_each_other() {
+        // The module docs' example.
+        let mut s = LruShard::new(100);
+        s.insert(key(1), blk(), 40);
+        s.insert(key(2), blk(), 40);
+        s.insert_cold(key(10), blk(), 20);
+        assert_eq!((s.usage(), s.evictions), (100, 0), "free room is filled");
+        s.insert_cold(key(11), blk(), 20);
+        assert_eq!(s.evictions, 1);
+        assert!(
+            s.get(&key(10)).is_none(),
+            "the previous cold entry went first"
+        );
+        // A long "scan" of cold inserts keeps the hot entries.
+        for i in 12..1000 {
+            s.insert_cold(key(i), blk(), 20);
+            assert!(s.usage() <= 100);
+        }
+        assert!(s.get(&key(1)).is_some() && s.get(&key(2)).is_some());
+        // A normal insert evicts from the tail too: the last cold entry.
+        s.insert(key(3), blk(), 20);
+        assert!(s.get(&key(999)).is_none());
+        assert!(s.get(&key(3)).is_some() && s.get(&key(1)).is_some());
+        assert_eq!(s.usage(), 100);
     }
 
     #[test]

@@ -42,6 +42,25 @@ pub struct CacheKey {
     pub offset: u64,
 }
 
+/// How a block read on a cache miss enters the cache
+/// ([`crate::ReadOptions::cache_priority`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum CachePriority {
+    /// As the most recently used entry (point reads, short range scans).
+    #[default]
+    High,
+    /// As the least recently used entry of its shard, for bulk scans (a
+    /// full-table aggregate, an index build): it takes free room, but a scan
+    /// larger than the cache does not push out what was cached before it.
+    /// InnoDB's midpoint insertion and RocksDB's `fill_cache = false` serve
+    /// the same end.
+    Low,
+    /// Not cached at all: compaction reads its inputs this way, since they
+    /// are deleted when it ends (RocksDB's compactions set `fill_cache =
+    /// false` for the same reason). Blocks already cached still serve hits.
+    Bypass,
+}
+
 /// Counters of a [`BlockCache`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CacheStats {
@@ -141,6 +160,24 @@ impl BlockCache {
     pub fn insert(&self, key: CacheKey, block: Arc<Block>) {
         let charge = block.memory_usage() + ENTRY_OVERHEAD;
         self.shard(&key).lock().insert(key, block, charge);
+    }
+
+    /// Caches `block` under `key` as the least recently used entry of its
+    /// shard (low priority, for blocks a bulk scan reads): it takes free
+    /// room, but when the shard is full it is the next to go, so a scan
+    /// larger than the cache does not flush the cache (see `lru.rs`).
+    pub fn insert_low_priority(&self, key: CacheKey, block: Arc<Block>) {
+        let charge = block.memory_usage() + ENTRY_OVERHEAD;
+        self.shard(&key).lock().insert_cold(key, block, charge);
+    }
+
+    /// [`BlockCache::insert`] or [`BlockCache::insert_low_priority`].
+    pub fn insert_with(&self, key: CacheKey, block: Arc<Block>, priority: CachePriority) {
+        match priority {
+            CachePriority::High => self.insert(key, block),
+            CachePriority::Low => self.insert_low_priority(key, block),
+            CachePriority::Bypass => {}
+        }
     }
 
     /// Current counters, summed over the shards.

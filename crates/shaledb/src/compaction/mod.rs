@@ -14,6 +14,7 @@
 pub mod filter;
 pub mod gc;
 
+use crate::cache::CachePriority;
 use crate::error::Result;
 use crate::extent::{ExtentBuilder, ExtentBuilderOptions};
 use crate::iter::level_iter::LevelIterator;
@@ -257,7 +258,9 @@ fn merge_inner(
             }
         }
         if !merged.is_empty() {
-            children.push(Box::new(LevelIterator::new(merged, false)));
+            children.push(Box::new(
+                LevelIterator::new(merged, false).with_cache_priority(CachePriority::Bypass),
+            ));
         }
     }
     for e in &lower_inputs {
@@ -268,7 +271,9 @@ fn merge_inner(
         }
     }
     if !lower_inputs.is_empty() {
-        children.push(Box::new(LevelIterator::new(lower_inputs, false)));
+        children.push(Box::new(
+            LevelIterator::new(lower_inputs, false).with_cache_priority(CachePriority::Bypass),
+        ));
     }
     reused_cuts.sort();
 

@@ -100,12 +100,16 @@ pub(crate) fn new_iterator(inner: &Arc<DbInner>, ro: &ReadOptions, cf: u32) -> R
         tombs.extend(mem.range_tombstones());
     }
     for i in 0..v.l0.len() {
-        children.push(Box::new(LevelIterator::over(Run::L0(v.clone(), i), true)));
+        children.push(Box::new(
+            LevelIterator::over(Run::L0(v.clone(), i), true).with_cache_priority(ro.cache_priority),
+        ));
     }
     for (i, level) in v.levels.iter().enumerate() {
         if !level.is_empty() {
             let run = Run::Level(v.clone(), i);
-            children.push(Box::new(LevelIterator::over(run, i == 0)));
+            children.push(Box::new(
+                LevelIterator::over(run, i == 0).with_cache_priority(ro.cache_priority),
+            ));
         }
     }
     for (ext, pin) in &cfs.tombstone_extents {
@@ -536,6 +540,12 @@ mod tests {
                 snapshot: None,
                 lower_bound: (walk % 3 != 0).then(|| lo.clone()),
                 upper_bound: (walk % 4 != 0).then(|| hi.clone()),
+                // Both ways into the block cache give the same answers.
+                cache_priority: if walk % 2 == 0 {
+                    crate::CachePriority::Low
+                } else {
+                    crate::CachePriority::High
+                },
             };
             let inside = |key: &Vec<u8>| {
                 ro.lower_bound.as_ref().is_none_or(|l| key >= l)
@@ -625,6 +635,7 @@ mod tests {
                 snapshot,
                 lower_bound: None,
                 upper_bound: None,
+                ..ReadOptions::default()
             };
             let want: Vec<(Vec<u8>, Vec<u8>)> = model.into_iter().collect();
             let mut it = db.iter(&ro).unwrap();
@@ -670,6 +681,7 @@ mod tests {
                 snapshot,
                 lower_bound: None,
                 upper_bound: None,
+                ..ReadOptions::default()
             };
             let mut it = db.iter(&ro).unwrap();
             it.seek_to_first().unwrap();

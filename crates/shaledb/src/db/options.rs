@@ -320,4 +320,7 @@ pub struct ReadOptions {
     pub lower_bound: Option<Vec<u8>>,
     /// Iterators: first user key excluded.
     pub upper_bound: Option<Vec<u8>>,
+    /// Iterators: how data blocks read on a cache miss enter the block
+    /// cache. `Low` for bulk scans, so they do not flush the cache.
+    pub cache_priority: crate::cache::CachePriority,
 }

@@ -18,6 +18,7 @@
 use super::block::BlockIter;
 use super::reader::{BlockKind, ExtentReader};
 use super::BlockHandle;
+use crate::cache::CachePriority;
 use crate::error::Result;
 use crate::iter::InternalIterator;
 use crate::types::compare_internal_keys;
@@ -35,16 +36,19 @@ pub struct ExtentIterator {
     data_handle: BlockHandle,
     /// Key buffer kept from the last data cursor, for the next one.
     spare_key: Vec<u8>,
+    /// How data blocks read on a miss enter the cache.
+    priority: CachePriority,
 }
 
 impl ExtentIterator {
-    pub(crate) fn new(reader: Arc<ExtentReader>) -> Self {
+    pub(crate) fn new(reader: Arc<ExtentReader>, priority: CachePriority) -> Self {
         ExtentIterator {
             reader,
             index: None,
             data: None,
             data_handle: BlockHandle::default(),
             spare_key: Vec::new(),
+            priority,
         }
     }
 
@@ -83,7 +87,9 @@ impl ExtentIterator {
         if self.data.is_some() && self.data_handle == h {
             return Ok(());
         }
-        let block = self.reader.load_block(h, BlockKind::Entries)?;
+        let block = self
+            .reader
+            .load_block_with(h, BlockKind::Entries, self.priority)?;
         self.drop_data();
         self.data = Some(BlockIter::with_key_buffer(
             block,

@@ -30,7 +30,7 @@ use super::filter::FilterView;
 use super::footer::{Footer, FOOTER_LEN};
 use super::properties::{fmt_bytes, fmt_ikey, ExtentProperties};
 use super::{BlockHandle, Loc, RangeTombstone, BLOCK_TRAILER_LEN, FORMAT_VERSION};
-use crate::cache::{BlockCache, CacheKey};
+use crate::cache::{BlockCache, CacheKey, CachePriority};
 use crate::env::RandomAccessFile;
 use crate::error::Result;
 use crate::iter::InternalIterator;
@@ -312,6 +312,16 @@ impl ExtentReader {
 
     /// A block through the cache (if any).
     pub(crate) fn load_block(&self, h: BlockHandle, kind: BlockKind) -> Result<Arc<Block>> {
+        self.load_block_with(h, kind, CachePriority::High)
+    }
+
+    /// [`ExtentReader::load_block`], caching a block read on a miss at `priority`.
+    pub(crate) fn load_block_with(
+        &self,
+        h: BlockHandle,
+        kind: BlockKind,
+        priority: CachePriority,
+    ) -> Result<Arc<Block>> {
         let Some(cache) = &self.cache else {
             return Ok(Arc::new(self.read_block(h, kind)?.0));
         };
@@ -323,7 +333,7 @@ impl ExtentReader {
             return Ok(b);
         }
         let b = Arc::new(self.read_block(h, kind)?.0);
-        cache.insert(key, b.clone());
+        cache.insert_with(key, b.clone(), priority);
         Ok(b)
     }
 
@@ -468,7 +478,12 @@ impl ExtentReader {
 
     /// Two-level iterator over the point entries (index -> data blocks, through the cache).
     pub fn iter(self: &Arc<Self>) -> ExtentIterator {
-        ExtentIterator::new(self.clone())
+        ExtentIterator::new(self.clone(), CachePriority::High)
+    }
+
+    /// [`ExtentReader::iter`] caching the data blocks it reads at `priority`.
+    pub fn iter_with(self: &Arc<Self>, priority: CachePriority) -> ExtentIterator {
+        ExtentIterator::new(self.clone(), priority)
     }
 
     /// The range tombstones `(begin, end, seq)`, ordered by begin then

@@ -9,6 +9,7 @@
 //! all on counts shared with every other reader.
 
 use super::InternalIterator;
+use crate::cache::CachePriority;
 use crate::error::Result;
 use crate::extent::ExtentIterator;
 use crate::types::user_key;
@@ -40,6 +41,8 @@ impl Run {
 pub struct LevelIterator {
     run: Run,
     pin: bool,
+    /// How the extents' data blocks enter the block cache.
+    priority: CachePriority,
     index: usize,
     current: Option<ExtentIterator>,
 }
@@ -55,15 +58,22 @@ impl LevelIterator {
         LevelIterator {
             run,
             pin,
+            priority: CachePriority::High,
             index: 0,
             current: None,
         }
     }
 
+    /// Caches the data blocks read at `priority` (default `High`).
+    pub fn with_cache_priority(mut self, priority: CachePriority) -> Self {
+        self.priority = priority;
+        self
+    }
+
     fn open(&mut self, index: usize) -> Result<()> {
         self.index = index;
         self.current = match self.run.extents().get(index) {
-            Some(e) => Some(e.reader(self.pin)?.iter()),
+            Some(e) => Some(e.reader(self.pin)?.iter_with(self.priority)),
             None => None,
         };
         Ok(())

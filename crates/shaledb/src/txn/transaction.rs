@@ -485,6 +485,18 @@ impl Txn {
         lower: Option<&[u8]>,
         upper: Option<&[u8]>,
     ) -> Result<super::txn_iter::TxnIterator<'_>> {
+        self.iter_cf_with(cf, lower, upper, crate::CachePriority::High)
+    }
+
+    /// [`Transaction::iter_cf`] caching the blocks it reads at `priority`
+    /// (`Low` for a bulk scan: see [`crate::CachePriority`]).
+    pub fn iter_cf_with(
+        &self,
+        cf: CfId,
+        lower: Option<&[u8]>,
+        upper: Option<&[u8]>,
+        priority: crate::CachePriority,
+    ) -> Result<super::txn_iter::TxnIterator<'_>> {
         let snapshot = match &self.snapshot {
             Some(s) => s.clone(),
             None => self.db.snapshot(),
@@ -493,6 +505,7 @@ impl Txn {
             snapshot: Some(snapshot),
             lower_bound: lower.map(<[u8]>::to_vec),
             upper_bound: upper.map(<[u8]>::to_vec),
+            cache_priority: priority,
         };
         let base = self.db.iter_cf(&ro, cf)?;
         Ok(super::txn_iter::TxnIterator::new(
