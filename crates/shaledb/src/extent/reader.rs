@@ -477,6 +477,7 @@ impl ExtentReader {
     }
 
     /// Two-level iterator over the point entries (index -> data blocks, through the cache).
+    #[cfg(any(test, feature = "test-hooks"))]
     pub fn iter(self: &Arc<Self>) -> ExtentIterator {
         ExtentIterator::new(self.clone(), CachePriority::High)
     }
