@@ -3,8 +3,11 @@
 
 For each server (started as bench/sysbench.py starts them, same durability settings): sysbench
 prepares one sbtest table of --rows rows, then each query below runs --repeat times through the
-mariadb client and the best wall time is kept. ShaleDB runs them in autocommit, where its
-aggregate scan is split into one partition per core (crates/shale-sql/src/parallel.rs).
+mariadb client and the best wall time is kept. Between the load and the queries each server
+is left to finish its background work (compactions, flushes, purge: until it uses under 10% of
+a core for 5 s, `wait_settled` in bench/sysbench.py), so the queries do not race it. ShaleDB
+runs them in autocommit, where its aggregate scan is split into one partition per core
+(crates/shale-sql/src/parallel.rs).
 
   bench/aggregate.py --rows 1000000
 
@@ -40,6 +43,8 @@ def main():
     ap.add_argument("--rows", type=int, default=1_000_000)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--servers", default="shale,innodb,myrocks")
+    ap.add_argument("--no-settle", action="store_true",
+                    help="query right after the load, while compactions / purge may still run")
     ap.add_argument("--shale-cache-mb", type=int, default=1024,
                     help="ShaleDB's block cache (the peers' buffer pool / block cache is 1 GiB)")
     args = ap.parse_args()
@@ -59,6 +64,10 @@ def main():
             t0 = time.time()
             sb.prepare_table(server, args.rows)
             print(f"# {name}: prepared {args.rows} rows in {time.time() - t0:.1f} s", flush=True)
+            if not args.no_settle:
+                waited = sb.wait_settled(server)
+                print(f"# {name}: settled (background work after the load done) in {waited:.0f} s",
+                      flush=True)
             for q in QUERIES:
                 best, answer = None, None
                 for _ in range(args.repeat):

@@ -175,6 +175,28 @@ def prepare_table(server, rows):
                    + ["prepare"], check=True, capture_output=True)
 
 
+def wait_settled(server, quiet_secs=5, busy_below=0.10, timeout=900):
+    """Waits until the server process has used under `busy_below` of one core for
+    `quiet_secs` seconds in a row (its compactions, flushes or purge after a load are done),
+    at most `timeout` seconds. Returns the seconds waited. Applied to every server alike."""
+    tick = os.sysconf("SC_CLK_TCK")
+
+    def cpu_secs():
+        with open(f"/proc/{server.proc.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / tick  # utime + stime
+
+    start = time.time()
+    quiet = 0
+    last = cpu_secs()
+    while quiet < quiet_secs and time.time() - start < timeout:
+        time.sleep(1)
+        now = cpu_secs()
+        quiet = quiet + 1 if now - last < busy_below else 0
+        last = now
+    return time.time() - start
+
+
 def sysbench(server, script, phase, args, threads=1):
     cmd = ["sysbench", "--db-driver=mysql", "--mysql-host=127.0.0.1",
            f"--mysql-port={server.port}", f"--mysql-user={USER}", f"--mysql-password={PASSWORD}",
