@@ -13,7 +13,7 @@ runs them in autocommit, where its aggregate scan is split into one partition pe
 
 Memory: InnoDB gets a 1 GiB buffer pool and MyRocks a 1 GiB block cache (bench/sysbench.py), so
 ShaleDB gets a 1 GiB block cache too (`--shale-cache-mb`, 1024 by default; `shale serve`'s own
-default is 64 MiB, under which a 1M-row table's ~200 MB of blocks are re-read with `pread` and
+default is 128 MiB, under which a 1M-row table's ~200 MB of blocks are re-read with `pread` and
 re-checksummed on every scan).
 """
 import argparse
