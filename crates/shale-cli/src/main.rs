@@ -53,11 +53,9 @@ struct Cli {
     /// buffer pool].
     #[arg(long)]
     cache_mb: Option<usize>,
-    /// Memtable size in MiB [default: 64; `serve`: 16, which bounds how many
-    /// versions of a hot row a range scan steps over before a flush; see
-    /// docs/benchmarks.md, "Memtable size under hot rows"].
-    #[arg(long)]
-    write_buffer_mb: Option<usize>,
+    /// Memtable size in MiB.
+    #[arg(long, default_value_t = 64)]
+    write_buffer_mb: usize,
     /// Threads replaying the WAL at open (1 = serial; default: the engine's,
     /// the number of cores clamped to 2..=4).
     #[arg(long)]
@@ -221,10 +219,9 @@ fn print_blob_stats(db: &shaledb::Db) {
 fn run(cli: Cli) -> Result<ExitCode, CliError> {
     let serving = matches!(cli.cmd, Cmd::Serve(_));
     let cache_mb = cli.cache_mb.unwrap_or(if serving { 128 } else { 64 });
-    let write_buffer_mb = cli.write_buffer_mb.unwrap_or(if serving { 16 } else { 64 });
     let mut opts = Options {
         block_cache_size: cache_mb << 20,
-        write_buffer_size: write_buffer_mb << 20,
+        write_buffer_size: cli.write_buffer_mb << 20,
         recovery_memory_limit: cli.recovery_memory_mb << 20,
         min_blob_size: cli.min_blob_size,
         blob_direct_io: cli.blob_direct_io,
