@@ -12,6 +12,7 @@ pub mod expire;
 pub mod glob;
 pub mod ldouble;
 pub mod pubsub;
+mod reclaim;
 pub mod resp;
 pub mod server;
 pub mod store;
