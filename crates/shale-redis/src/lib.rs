@@ -6,6 +6,7 @@
 //! Redis's reply types and error strings.
 
 pub mod acl;
+pub mod clients;
 pub mod commands;
 pub mod durability;
 pub mod expire;

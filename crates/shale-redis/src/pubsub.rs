@@ -107,6 +107,17 @@ impl Sink {
         self.inner.lock().count()
     }
 
+    /// Bytes of replies not written out yet (CLIENT LIST's omem).
+    pub fn pending(&self) -> usize {
+        self.inner.lock().buf.len()
+    }
+
+    /// (channels, patterns) subscribed to (CLIENT LIST's sub / psub).
+    pub fn subscription_counts(&self) -> (usize, usize) {
+        let g = self.inner.lock();
+        (g.channels.len(), g.patterns.len())
+    }
+
     /// From now on (un)subscribe confirmations are collected (EXEC).
     pub fn start_collecting(&self) {
         self.inner.lock().collect = Some(Vec::new());
@@ -146,7 +157,9 @@ impl Sink {
         }
     }
 
-    fn kill(&self) {
+    /// Shuts the socket down (CLIENT KILL, a slow subscriber): the
+    /// connection's thread sees the end of its input and closes.
+    pub fn kill(&self) {
         if let Some(k) = &self.killer {
             let _ = k.shutdown(std::net::Shutdown::Both);
         }

@@ -70,6 +70,8 @@ pub struct Shared {
     next_client_id: AtomicU64,
     pub pubsub: PubSub,
     pub blocking: Blocking,
+    /// The connections (CLIENT LIST / KILL).
+    pub registry: crate::clients::Clients,
     /// Set when the server shuts down (blocked clients give up).
     stop: Arc<AtomicBool>,
 }
@@ -91,6 +93,7 @@ impl Shared {
             next_client_id: AtomicU64::new(1),
             pubsub: PubSub::default(),
             blocking: Blocking::default(),
+            registry: crate::clients::Clients::default(),
             stop,
         }
     }
@@ -125,6 +128,10 @@ pub struct Conn {
     pub sink: Arc<Sink>,
     /// A handle on the socket to notice a client that leaves while blocked.
     probe: Option<std::net::TcpStream>,
+    /// What CLIENT LIST shows of this connection.
+    pub info: Arc<crate::clients::ClientInfo>,
+    /// CLIENT NO-EVICT (shown as flag `e`; nothing is evicted here).
+    pub no_evict: bool,
 }
 
 impl Conn {
@@ -134,7 +141,10 @@ impl Conn {
         let sink = Arc::new(Sink::new(writer));
         let id = shared.next_client_id.fetch_add(1, Ordering::Relaxed);
         shared.store.tracking().register(id, &sink);
+        let info = shared.registry.register(id, stream, &sink);
         Conn {
+            info,
+            no_evict: false,
             sink,
             probe: stream.and_then(|s| s.try_clone().ok()),
             id,
@@ -158,9 +168,54 @@ impl Conn {
 
     /// Drops the connection's WATCHes and subscriptions (call when it closes).
     pub fn close(&mut self, shared: &Shared) {
+        shared.registry.unregister(self.id);
         shared.store.tracking().unregister(self.id);
         multi::unwatch_all(shared, self);
         shared.pubsub.forget(self.id, &self.sink);
+    }
+
+    /// Refreshes what CLIENT LIST shows of this connection (after each
+    /// command, and before CLIENT LIST / INFO shows it).
+    pub fn publish(&self, shared: &Shared) {
+        let tr = shared.store.tracking().get(self.id);
+        let mut flags = String::new();
+        let letters = [
+            (self.sink.subscriptions() > 0, 'P'),
+            (self.multi.is_some(), 'x'),
+            (tr.is_some(), 't'),
+            (tr.as_ref().is_some_and(|t| t.broken), 'R'),
+            (tr.as_ref().is_some_and(|t| t.bcast), 'B'),
+            (
+                !self.watched.is_empty() && self.dirty.load(Ordering::SeqCst),
+                'd',
+            ),
+            (self.quit, 'c'),
+            (self.no_evict, 'e'),
+        ];
+        flags.extend(letters.iter().filter(|(on, _)| *on).map(|(_, c)| *c));
+        if flags.is_empty() {
+            flags.push('N');
+        }
+        let mut s = self.info.shown.lock();
+        s.name = self.name.clone().unwrap_or_default();
+        s.db = self.db;
+        s.user.clone_from(&self.user);
+        s.resp = if self.resp3 { 3 } else { 2 };
+        s.multi = self
+            .multi
+            .as_ref()
+            .map_or(-1, |q| i64::try_from(q.len()).unwrap_or(i64::MAX));
+        s.flags = flags;
+        s.redir = tr.map_or(-1, |t| i64::try_from(t.redirect).unwrap_or(i64::MAX));
+    }
+
+    /// Marks the start of a command (CLIENT LIST's idle= and cmd=).
+    fn started(&self, args: &[Vec<u8>], name: &str) {
+        let mut s = self.info.shown.lock();
+        s.last = Instant::now();
+        if let Some((_, full)) = crate::acl::registry::command_of(name, args) {
+            s.cmd = full;
+        }
     }
 
     pub fn in_multi(&self) -> bool {
@@ -202,7 +257,7 @@ fn arity(name: &str) -> Option<i32> {
         "setex" | "psetex" | "hsetnx" => 4,
         "hset" => -4,
         "hincrby" | "hincrbyfloat" => 4,
-        "dbsize" | "multi" | "exec" | "discard" | "unwatch" => 1,
+        "dbsize" | "multi" | "exec" | "discard" | "unwatch" | "reset" => 1,
         "rename" | "renamenx" => 3,
         "copy" | "hscan" => -3,
         "watch" => -2,
@@ -225,6 +280,7 @@ fn arity(name: &str) -> Option<i32> {
         | "zremrangebylex" => 4,
         "zrangestore" => -5,
         "zunionstore" | "zinterstore" | "zdiffstore" => -4,
+        "zunion" | "zinter" | "zdiff" => -3,
         "zcard" => 2,
         "zpopmin" | "zpopmax" | "hrandfield" | "zrandmember" => -2,
         "blpop" | "brpop" | "bzpopmin" | "bzpopmax" => -3,
@@ -270,6 +326,13 @@ pub fn dispatch(shared: &Shared, conn: &mut Conn, args: &[Vec<u8>]) -> Reply {
         return Reply::Array(vec![]);
     };
     let name = String::from_utf8_lossy(first).to_ascii_lowercase();
+    conn.started(args, &name);
+    let reply = dispatch_inner(shared, conn, args, name);
+    conn.publish(shared);
+    reply
+}
+
+fn dispatch_inner(shared: &Shared, conn: &mut Conn, args: &[Vec<u8>], name: String) -> Reply {
     let Some(ar) = arity(&name) else {
         multi::refused(conn);
         return unknown_command(args);
@@ -284,6 +347,9 @@ pub fn dispatch(shared: &Shared, conn: &mut Conn, args: &[Vec<u8>]) -> Reply {
         multi::refused(conn);
         return wrong_args(&name);
     }
+    if name == "reset" {
+        return client::reset(shared, conn);
+    }
     // Redis's authRequired: judged per request, so CONFIG SET requirepass ""
     // opens unauthenticated connections at once.
     if !conn.authed
@@ -293,8 +359,14 @@ pub fn dispatch(shared: &Shared, conn: &mut Conn, args: &[Vec<u8>]) -> Reply {
             .get("default")
             .is_some_and(|u| u.enabled && u.nopass)
     {
+        let noauth = Reply::err("NOAUTH Authentication required.");
+        if name == "exec" {
+            if let Some(r) = multi::exec_refused(shared, conn, &noauth) {
+                return r;
+            }
+        }
         multi::refused(conn);
-        return Reply::err("NOAUTH Authentication required.");
+        return noauth;
     }
     if let Some(denied) = acl::check(shared, conn, &name, args) {
         return denied;

@@ -1,0 +1,211 @@
+//! Server and connection commands, and ZUNION / ZINTER / ZDIFF, on
+//! redis-server and shale-redis-server: replies compared exactly, RESP2
+//! and RESP3.
+#![allow(clippy::unwrap_used, clippy::indexing_slicing)]
+
+mod common;
+use common::compare_script;
+
+const ZALGEBRA: &[&[&str]] = &[
+    &["ZADD", "a", "1", "x", "2", "y", "3", "z", "0", "w"],
+    &["ZADD", "b", "4", "y", "1.5", "z", "-2", "v"],
+    &["SADD", "s", "x", "v", "q"],
+    &["SET", "str", "1"],
+    &["ZUNION", "2", "a", "b"],
+    &["ZUNION", "2", "a", "b", "WITHSCORES"],
+    &[
+        "ZUNION",
+        "3",
+        "a",
+        "b",
+        "s",
+        "WEIGHTS",
+        "1",
+        "-1",
+        "2.5",
+        "WITHSCORES",
+    ],
+    &["ZUNION", "2", "a", "b", "AGGREGATE", "MAX", "WITHSCORES"],
+    &[
+        "ZUNION",
+        "2",
+        "a",
+        "b",
+        "aggregate",
+        "min",
+        "withscores",
+        "WITHSCORES",
+    ],
+    &["ZINTER", "2", "a", "b", "WITHSCORES"],
+    &["ZINTER", "2", "a", "s"],
+    &["ZINTER", "2", "a", "missing", "WITHSCORES"],
+    &["ZDIFF", "2", "a", "b", "WITHSCORES"],
+    &["ZDIFF", "1", "missing"],
+    &["ZDIFF", "2", "a", "s"],
+    &["ZUNION", "1", "a", "WEIGHTS", "0", "WITHSCORES"],
+    &["ZUNION", "1", "a", "WEIGHTS", "-1", "WITHSCORES"],
+    &["ZUNION", "2", "a", "str"],
+    &["ZUNION", "0", "a"],
+    &["ZUNION", "-1", "a"],
+    &["ZUNION", "x", "a"],
+    &["ZUNION", "3", "a", "b"],
+    &["ZUNION", "1", "a", "WEIGHTS", "x"],
+    &["ZUNION", "1", "a", "WEIGHTS"],
+    &["ZUNION", "1", "a", "AGGREGATE", "avg"],
+    &["ZUNION", "1", "a", "LIMIT"],
+    &["ZDIFF", "1", "a", "WEIGHTS", "2"],
+    &["ZDIFF", "2", "a", "b", "AGGREGATE", "SUM"],
+    &["ZUNION", "1"],
+    &["ZINTER", "1"],
+    &["ZUNIONSTORE", "d", "1", "a", "WITHSCORES"],
+    &["ZUNIONSTORE", "d", "2", "a", "b"],
+    &["ZRANGE", "d", "0", "-1", "WITHSCORES"],
+];
+
+#[test]
+fn zunion_zinter_zdiff_resp2() {
+    compare_script(ZALGEBRA, true, false, &[]);
+}
+
+#[test]
+fn zunion_zinter_zdiff_resp3() {
+    compare_script(ZALGEBRA, true, true, &[]);
+}
+
+const CONNECTION: &[&[&str]] = &[
+    &["CLIENT", "GETNAME"],
+    &["CLIENT", "SETNAME", "conn-1"],
+    &["CLIENT", "GETNAME"],
+    &["CLIENT", "SETNAME", "bad name"],
+    &["CLIENT", "SETNAME", "bad\nname"],
+    &["CLIENT", "GETNAME"],
+    &["CLIENT", "SETNAME", ""],
+    &["CLIENT", "GETNAME"],
+    &["CLIENT", "SETNAME"],
+    &["CLIENT", "GETNAME", "x"],
+    &["CLIENT", "NO-EVICT", "on"],
+    &["CLIENT", "NO-EVICT", "OFF"],
+    &["CLIENT", "NO-EVICT", "maybe"],
+    &["CLIENT", "NO-EVICT"],
+    &["CLIENT", "KILL"],
+    &["CLIENT", "KILL", "1.2.3.4:5"],
+    &["CLIENT", "KILL", "ID", "999999"],
+    &["CLIENT", "KILL", "ID", "0"],
+    &["CLIENT", "KILL", "ID", "x"],
+    &["CLIENT", "KILL", "ADDR", "1.2.3.4:5", "SKIPME", "yes"],
+    &["CLIENT", "KILL", "LADDR", "1.2.3.4:5"],
+    &["CLIENT", "KILL", "USER", "nobody"],
+    &["CLIENT", "KILL", "USER", "default", "TYPE", "master"],
+    &["CLIENT", "KILL", "TYPE", "bogus"],
+    &["CLIENT", "KILL", "TYPE", "pubsub"],
+    &["CLIENT", "KILL", "SKIPME", "maybe"],
+    &["CLIENT", "KILL", "ID", "1", "ID"],
+    &["CLIENT", "KILL", "foo", "bar"],
+    &["CLIENT", "LIST", "TYPE", "bogus"],
+    &["CLIENT", "LIST", "ID", "x"],
+    &["CLIENT", "LIST", "ID", "999999"],
+    &["CLIENT", "LIST", "TYPE", "master"],
+    &["CLIENT", "LIST", "foo"],
+    &["CLIENT", "INFO", "x"],
+    &["EXEC", "x"],
+    // RESET: out of MULTI, db 0, no name, RESP2, unauthenticated again.
+    &["SELECT", "3"],
+    &["SET", "k", "v"],
+    &["CLIENT", "SETNAME", "n"],
+    &["MULTI"],
+    &["GET", "k"],
+    &["RESET"],
+    &["EXEC"],
+    &["EXEC", "x"],
+    &["AUTH", "pw"],
+    &["CLIENT", "GETNAME"],
+    &["GET", "k"],
+    &["RESET", "x"],
+    &["HELLO", "3"],
+    &["WATCH", "k"],
+    &["RESET"],
+    &["PING"],
+    &["SUBSCRIBE", "ch"],
+    &["RESET"],
+    &["PING"],
+    &["AUTH", "pw"],
+    &["PING"],
+];
+
+#[test]
+fn client_subcommands_and_reset_resp2() {
+    compare_script(CONNECTION, true, false, &[]);
+}
+
+#[test]
+fn client_subcommands_and_reset_resp3() {
+    compare_script(CONNECTION, true, true, &[]);
+}
+
+/// The `name=value` names of a CLIENT LIST / INFO line, in order.
+fn field_names(reply: &str) -> Vec<String> {
+    let body = reply.split_once("\r\n").unwrap().1;
+    let line = body.lines().next().unwrap();
+    line.split(' ')
+        .map(|f| f.split_once('=').unwrap().0.to_string())
+        .collect()
+}
+
+/// Values may differ between the servers (addresses, ages, memory); the
+/// fields and their order may not.
+#[test]
+fn client_list_and_info_have_redis_fields() {
+    common::on_both_servers(|port| {
+        let mut c = common::Raw::connect(port);
+        assert_eq!(c.call(&["AUTH", common::PW]), "+OK\r\n");
+        let list = c.call(&["CLIENT", "LIST"]);
+        let info = c.call(&["CLIENT", "INFO"]);
+        assert_eq!(c.call(&["HELLO", "3"]).chars().next(), Some('%'));
+        let v = c.call(&["CLIENT", "INFO"]);
+        assert!(v.starts_with('=') && v.contains("\r\ntxt:id="), "{v}");
+        vec![
+            field_names(&list).join(" "),
+            field_names(&info).join(" "),
+            list.contains("cmd=client|list ").to_string(),
+            info.contains("cmd=client|info ").to_string(),
+        ]
+    });
+}
+
+#[test]
+fn client_kill_closes_the_named_connections() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = common::start_shale(dir.path());
+    let connect = || {
+        let mut c = common::Raw::connect(s.port);
+        assert_eq!(c.call(&["AUTH", common::PW]), "+OK\r\n");
+        c
+    };
+    let (mut a, mut b, mut d) = (connect(), connect(), connect());
+    let id = |c: &mut common::Raw| c.call(&["CLIENT", "ID"])[1..].trim().to_string();
+    let b_id = id(&mut b);
+    assert_eq!(b.call(&["CLIENT", "SETNAME", "victim"]), "+OK\r\n");
+    let list = a.call(&["CLIENT", "LIST", "ID", &b_id]);
+    assert!(list.contains(" name=victim "), "{list}");
+    assert_eq!(a.call(&["CLIENT", "KILL", "ID", &b_id]), ":1\r\n");
+    assert_eq!(b.rest(), "", "the killed connection got a reply");
+    // Old form, by address.
+    let info = d.call(&["CLIENT", "INFO"]);
+    let addr = info
+        .split(' ')
+        .find_map(|f| f.strip_prefix("addr="))
+        .unwrap();
+    assert_eq!(a.call(&["CLIENT", "KILL", addr]), "+OK\r\n");
+    assert_eq!(d.rest(), "");
+    // SKIPME yes (the default) spares the caller; SKIPME no kills it
+    // after its reply.
+    assert_eq!(a.call(&["CLIENT", "KILL", "USER", "default"]), ":0\r\n");
+    assert_eq!(
+        a.call(&["CLIENT", "KILL", "USER", "default", "SKIPME", "no"]),
+        ":1\r\n"
+    );
+    assert_eq!(a.rest(), "");
+    let mut e = connect();
+    let list = e.call(&["CLIENT", "LIST"]);
+    assert_eq!(list.matches(" laddr=").count(), 1, "{list}");
+}
