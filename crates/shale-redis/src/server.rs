@@ -147,6 +147,7 @@ fn connection(shared: &Shared, mut stream: TcpStream, stop: &AtomicBool) -> std:
     let n = shared.clients.fetch_add(1, Ordering::SeqCst) + 1;
     let _guard = ClientGuard(shared);
     if n > MAX_CLIENTS {
+        shared.stats.rejected.fetch_add(1, Ordering::Relaxed);
         stream.write_all(b"-ERR max number of clients reached\r\n")?;
         return Ok(());
     }

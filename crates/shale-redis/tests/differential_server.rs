@@ -209,3 +209,57 @@ fn client_kill_closes_the_named_connections() {
     let list = e.call(&["CLIENT", "LIST"]);
     assert_eq!(list.matches(" laddr=").count(), 1, "{list}");
 }
+
+/// `# Section` titles and field names of an INFO reply, in order (values
+/// differ between the servers), plus the reply's type byte.
+fn info_shape(reply: &str) -> String {
+    let (head, body) = reply.split_once("\r\n").unwrap();
+    let mut out = head[..1].to_string();
+    for line in body.split("\r\n") {
+        if line.starts_with('#') {
+            out.push_str(&format!(" [{line}]"));
+        } else if let Some((k, _)) = line.split_once(':') {
+            // RESP3's verbatim `txt:` prefix is part of the first line.
+            out.push_str(&format!(" {}", k.trim_start_matches("txt:")));
+        }
+    }
+    out
+}
+
+#[test]
+fn info_sections_have_redis_fields() {
+    common::on_both_servers(|port| {
+        let mut c = common::Raw::connect(port);
+        assert_eq!(c.call(&["AUTH", common::PW]), "+OK\r\n");
+        assert_eq!(c.call(&["SET", "k", "v"]), "+OK\r\n");
+        // No TTL: Redis's avg_ttl is an estimate its expiry cycle updates.
+        assert_eq!(c.call(&["SET", "t", "v"]), "+OK\r\n");
+        assert_eq!(c.call(&["SELECT", "5"]), "+OK\r\n");
+        assert_eq!(c.call(&["SET", "k", "v"]), "+OK\r\n");
+        let mut out = Vec::new();
+        for args in [
+            &["INFO"][..],
+            &["INFO", "default"],
+            &["INFO", "server"],
+            &["INFO", "Clients", "MEMORY"],
+            &["INFO", "persistence", "stats"],
+            &["INFO", "replication", "cpu", "cluster"],
+            &["INFO", "keyspace"],
+            &["INFO", "nosuchsection"],
+        ] {
+            out.push(format!("{args:?} {}", info_shape(&c.call(args))));
+        }
+        let keyspace = c.call(&["INFO", "keyspace"]);
+        out.push(keyspace.split_once("\r\n").unwrap().1.to_string());
+        assert_eq!(c.call(&["CONFIG", "RESETSTAT"]), "+OK\r\n");
+        let stats = c.call(&["INFO", "stats"]);
+        out.push(
+            stats
+                .contains("\r\ntotal_connections_received:0\r\n")
+                .to_string(),
+        );
+        assert_eq!(c.call(&["HELLO", "3"]).chars().next(), Some('%'));
+        out.push(info_shape(&c.call(&["INFO", "server"])));
+        out
+    });
+}

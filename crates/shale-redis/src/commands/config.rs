@@ -11,7 +11,14 @@ pub(super) fn config(shared: &Shared, a: &[Vec<u8>]) -> CmdResult {
     match sub.as_str() {
         "get" => get(shared, a),
         "set" => set(shared, a),
-        "resetstat" if a.len() == 1 => Ok(Reply::ok()),
+        "resetstat" if a.len() == 1 => {
+            shared.stats.reset();
+            shared
+                .store
+                .expired_keys
+                .store(0, std::sync::atomic::Ordering::Relaxed);
+            Ok(Reply::ok())
+        }
         "resetstat" => Ok(wrong_args("config|resetstat")),
         _ => Err(CmdError::Other(format!(
             "unknown subcommand '{}'. Try CONFIG HELP.",

@@ -6,6 +6,7 @@ mod blocking;
 mod client;
 mod config;
 mod hashes;
+mod info;
 mod keys;
 mod lists;
 mod mpop;
@@ -72,6 +73,10 @@ pub struct Shared {
     pub blocking: Blocking,
     /// The connections (CLIENT LIST / KILL).
     pub registry: crate::clients::Clients,
+    /// INFO `# Stats` counters.
+    pub stats: info::Stats,
+    /// INFO's `run_id` (and `master_replid`): 40 random hex digits.
+    pub run_id: String,
     /// Set when the server shuts down (blocked clients give up).
     stop: Arc<AtomicBool>,
 }
@@ -94,6 +99,12 @@ impl Shared {
             pubsub: PubSub::default(),
             blocking: Blocking::default(),
             registry: crate::clients::Clients::default(),
+            stats: info::Stats::default(),
+            run_id: format!(
+                "{:032x}{:08x}",
+                rand::random::<u128>(),
+                rand::random::<u32>()
+            ),
             stop,
         }
     }
@@ -142,6 +153,7 @@ impl Conn {
         let id = shared.next_client_id.fetch_add(1, Ordering::Relaxed);
         shared.store.tracking().register(id, &sink);
         let info = shared.registry.register(id, stream, &sink);
+        shared.stats.connections.fetch_add(1, Ordering::Relaxed);
         Conn {
             info,
             no_evict: false,
@@ -329,6 +341,11 @@ pub fn dispatch(shared: &Shared, conn: &mut Conn, args: &[Vec<u8>]) -> Reply {
     conn.started(args, &name);
     let reply = dispatch_inner(shared, conn, args, name);
     conn.publish(shared);
+    let counter = match reply {
+        Reply::Error(_) => &shared.stats.errors,
+        _ => &shared.stats.commands,
+    };
+    counter.fetch_add(1, Ordering::Relaxed);
     reply
 }
 
@@ -537,7 +554,7 @@ fn run(shared: &Shared, conn: &mut Conn, tx: &mut Tx, name: &str, a: &[Vec<u8>])
         n if is_blocking(n) => blocking::run_in_exec(shared, tx, db, name, a),
         "lmpop" | "zmpop" => mpop::run(shared, tx, db, name, a),
         "config" => config::config(shared, a),
-        "info" => keys::info(shared, tx, a),
+        "info" => info::info(shared, tx, a),
         "get" | "set" | "mget" | "mset" | "setnx" | "getset" | "getdel" | "incr" | "decr"
         | "incrby" | "decrby" | "append" | "strlen" | "setex" | "psetex" | "msetnx"
         | "incrbyfloat" => strings::run(tx, db, name, a),
