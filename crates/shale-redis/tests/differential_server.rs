@@ -263,3 +263,84 @@ fn info_sections_have_redis_fields() {
         out
     });
 }
+
+const COMMAND: &[&[&str]] = &[
+    &[
+        "COMMAND",
+        "INFO",
+        "get",
+        "SET",
+        "zadd",
+        "nosuchcommand",
+        "client",
+        "blmpop",
+    ],
+    &["COMMAND", "INFO", "config|get"],
+    &["COMMAND", "DOCS", "get", "zunionstore", "nosuchcommand"],
+    &["COMMAND", "DOCS", "nosuchcommand"],
+    &["COMMAND", "GETKEYS", "get", "k"],
+    &["COMMAND", "GETKEYS", "mset", "a", "1", "b", "2"],
+    &[
+        "COMMAND",
+        "GETKEYS",
+        "zunionstore",
+        "d",
+        "2",
+        "a",
+        "b",
+        "WEIGHTS",
+        "1",
+        "2",
+    ],
+    &["COMMAND", "GETKEYS", "zunionstore", "d", "5", "a", "b"],
+    &["COMMAND", "GETKEYS", "lmpop", "2", "a", "b", "LEFT"],
+    &["COMMAND", "GETKEYS", "get", "a", "b"],
+    &["COMMAND", "GETKEYS", "ping", "x"],
+    &["COMMAND", "GETKEYS", "nosuchcommand", "x"],
+    &["COMMAND", "GETKEYS", "get"],
+    &["COMMAND", "COUNT", "x"],
+    &["COMMAND", "LIST", "FILTERBY", "MODULE", "m"],
+    &["COMMAND", "LIST", "FILTERBY", "bogus", "x"],
+    &["COMMAND", "LIST", "FILTERBY"],
+    &["COMMAND", "LIST", "FILTERBY", "PATTERN", "nomatch*"],
+    &["COMMAND", "NOSUCH"],
+];
+
+#[test]
+fn command_info_docs_getkeys_resp2() {
+    // Redis lists subcommands in its dict's (randomly seeded) order.
+    compare_script(COMMAND, true, false, &["COMMAND"]);
+}
+
+#[test]
+fn command_info_docs_getkeys_resp3() {
+    compare_script(COMMAND, true, true, &["COMMAND"]);
+}
+
+/// Every command this server has is described as Redis describes it.
+#[test]
+fn command_info_of_every_listed_command_matches_redis() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = common::start_shale(dir.path());
+    let mut c = common::Raw::connect(s.port);
+    assert_eq!(c.call(&["AUTH", common::PW]), "+OK\r\n");
+    let list = c.call(&["COMMAND", "LIST"]);
+    let names: Vec<String> = list
+        .split("\r\n")
+        .skip(1)
+        .filter(|l| !l.starts_with('$') && !l.is_empty())
+        .map(str::to_string)
+        .collect();
+    assert_eq!(
+        c.call(&["COMMAND", "COUNT"]),
+        format!(":{}\r\n", names.len())
+    );
+    assert!(names.len() > 100, "{names:?}");
+    let mut script: Vec<Vec<&str>> = Vec::new();
+    for n in &names {
+        script.push(vec!["COMMAND", "INFO", n]);
+        script.push(vec!["COMMAND", "DOCS", n]);
+    }
+    let refs: Vec<&[&str]> = script.iter().map(Vec::as_slice).collect();
+    compare_script(&refs, true, true, &["COMMAND"]);
+}

@@ -4,6 +4,7 @@
 mod acl;
 mod blocking;
 mod client;
+mod command;
 mod config;
 mod hashes;
 mod info;
@@ -548,7 +549,7 @@ fn run(shared: &Shared, conn: &mut Conn, tx: &mut Tx, name: &str, a: &[Vec<u8>])
             conn.db = i as u8;
             Ok(Reply::ok())
         }
-        "command" => Ok(Reply::Array(vec![])),
+        "command" => command::command(a),
         "publish" => Ok(Reply::Int(shared.pubsub.publish(arg(a, 0), arg(a, 1)))),
         "pubsub" => pubsub(shared, a),
         n if is_blocking(n) => blocking::run_in_exec(shared, tx, db, name, a),
