@@ -16,6 +16,7 @@ pub mod pubsub;
 mod reclaim;
 pub mod resp;
 pub mod server;
+pub mod slowlog;
 pub mod store;
 pub mod tls;
 pub mod tracking;

@@ -344,3 +344,164 @@ fn command_info_of_every_listed_command_matches_redis() {
     let refs: Vec<&[&str]> = script.iter().map(Vec::as_slice).collect();
     compare_script(&refs, true, true, &["COMMAND"]);
 }
+
+const INTROSPECTION: &[&[&str]] = &[
+    &["SET", "s", "12"],
+    &["SET", "e", "hello"],
+    &[
+        "SET",
+        "r",
+        "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx",
+    ],
+    &["SET", "n", "-0"],
+    &["SET", "big", "99999999999999999999"],
+    &["SET", "i", "10000"],
+    &["SET", "i2", "9999"],
+    &["HSET", "h", "a", "1"],
+    &[
+        "HSET",
+        "hl",
+        "a",
+        "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx",
+    ],
+    &["RPUSH", "l", "a"],
+    &["SADD", "si", "1", "2", "-3"],
+    &["SADD", "ss", "1", "a"],
+    &["ZADD", "z", "1", "a"],
+    &["OBJECT", "ENCODING", "s"],
+    &["OBJECT", "ENCODING", "e"],
+    &["OBJECT", "ENCODING", "r"],
+    &["OBJECT", "ENCODING", "n"],
+    &["OBJECT", "ENCODING", "big"],
+    &["OBJECT", "ENCODING", "h"],
+    &["OBJECT", "ENCODING", "hl"],
+    &["OBJECT", "ENCODING", "l"],
+    &["OBJECT", "ENCODING", "si"],
+    &["OBJECT", "ENCODING", "ss"],
+    &["OBJECT", "ENCODING", "z"],
+    &["OBJECT", "ENCODING", "nosuch"],
+    &["OBJECT", "REFCOUNT", "s"],
+    &["OBJECT", "REFCOUNT", "i"],
+    &["OBJECT", "REFCOUNT", "i2"],
+    &["OBJECT", "REFCOUNT", "e"],
+    &["OBJECT", "REFCOUNT", "h"],
+    &["OBJECT", "REFCOUNT", "nosuch"],
+    &["OBJECT", "IDLETIME", "nosuch"],
+    &["OBJECT", "FREQ", "e"],
+    &["OBJECT", "NOSUCH", "e"],
+    &["OBJECT", "ENCODING"],
+    &["OBJECT", "ENCODING", "a", "b"],
+    &["MEMORY", "USAGE", "nosuch"],
+    &["MEMORY", "USAGE", "e", "SAMPLES", "x"],
+    &["MEMORY", "USAGE", "e", "FOO"],
+    &["MEMORY", "NOSUCH"],
+    &["MEMORY", "USAGE"],
+    &["LATENCY", "LATEST"],
+    &["LATENCY", "HISTORY", "command"],
+    &["LATENCY", "RESET"],
+    &["LATENCY", "RESET", "a", "b"],
+    &["LATENCY", "HISTORY"],
+    &["LATENCY", "NOSUCH"],
+    &["LATENCY", "LATEST", "x"],
+    &["SLOWLOG", "RESET"],
+    &["SLOWLOG", "GET", "x"],
+    &["SLOWLOG", "GET", "-2"],
+    &["SLOWLOG", "LEN", "x"],
+    &["SLOWLOG", "NOSUCH"],
+    &["CONFIG", "GET", "slowlog-max-len"],
+    &["CONFIG", "GET", "slowlog-log-slower-than"],
+    &["CONFIG", "SET", "slowlog-max-len", "-1"],
+    &["CONFIG", "SET", "slowlog-log-slower-than", "x"],
+    &["CONFIG", "SET", "slowlog-log-slower-than", "-5"],
+    &["CONFIG", "SET", "slowlog-log-slower-than", "-1"],
+    &["SLOWLOG", "RESET"],
+    &["GET", "e"],
+    &["SLOWLOG", "LEN"],
+    &["SLOWLOG", "GET"],
+    &[
+        "CONFIG",
+        "SET",
+        "slowlog-max-len",
+        "3",
+        "slowlog-log-slower-than",
+        "0",
+    ],
+    &["SLOWLOG", "LEN"],
+    &["CONFIG", "SET", "slowlog-max-len", "0"],
+    &["SLOWLOG", "LEN"],
+    &[
+        "CONFIG",
+        "SET",
+        "slowlog-log-slower-than",
+        "10000",
+        "slowlog-max-len",
+        "128",
+    ],
+];
+
+#[test]
+fn object_memory_latency_slowlog_resp2() {
+    compare_script(INTROSPECTION, true, false, &[]);
+}
+
+#[test]
+fn object_memory_latency_slowlog_resp3() {
+    compare_script(INTROSPECTION, true, true, &[]);
+}
+
+/// The entry shape of SLOWLOG GET (durations, times and addresses differ).
+fn slowlog_shape(reply: &str) -> String {
+    reply
+        .split("\r\n")
+        .map(|l| match l.as_bytes().first() {
+            Some(b':') => ":N".to_string(),
+            _ if l.starts_with("127.0.0.1:") => "ADDR".to_string(),
+            Some(b'$') if l.len() == 3 && l != "$-1" => "$L".to_string(),
+            _ => l.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+#[test]
+fn slowlog_entries_have_redis_shape_and_redact_passwords() {
+    common::on_both_servers(|port| {
+        let mut c = common::Raw::connect(port);
+        assert_eq!(c.call(&["AUTH", common::PW]), "+OK\r\n");
+        assert_eq!(c.call(&["CLIENT", "SETNAME", "slow"]), "+OK\r\n");
+        c.call(&["CONFIG", "SET", "slowlog-log-slower-than", "0"]);
+        c.call(&["SLOWLOG", "RESET"]);
+        c.call(&["AUTH", common::PW]);
+        let long = "x".repeat(200);
+        c.call(&["SET", "k", &long]);
+        let mut many = vec!["RPUSH", "l"];
+        many.extend(std::iter::repeat_n("e", 40));
+        c.call(&many);
+        let got = c.call(&["SLOWLOG", "GET", "4"]);
+        c.call(&["CONFIG", "SET", "slowlog-log-slower-than", "10000"]);
+        vec![slowlog_shape(&got)]
+    });
+}
+
+/// DEBUG SLEEP sleeps (redis-server refuses DEBUG by default, so this runs
+/// on shale-redis-server only), and SLOWLOG records how long it took.
+#[test]
+fn debug_sleep_is_logged_as_slow() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = common::start_shale(dir.path());
+    let mut c = common::Raw::connect(s.port);
+    assert_eq!(c.call(&["AUTH", common::PW]), "+OK\r\n");
+    let t = std::time::Instant::now();
+    assert_eq!(c.call(&["DEBUG", "SLEEP", "0.2"]), "+OK\r\n");
+    assert!(t.elapsed() >= std::time::Duration::from_millis(200));
+    let log = c.call(&["SLOWLOG", "GET", "1"]);
+    let micros: u64 = log.split("\r\n").nth(4).unwrap()[1..].parse().unwrap();
+    assert!(micros >= 200_000, "{log}");
+    assert!(
+        log.contains("$5\r\nDEBUG\r\n$5\r\nSLEEP\r\n$3\r\n0.2\r\n"),
+        "{log}"
+    );
+    assert!(c
+        .call(&["DEBUG", "RELOAD"])
+        .starts_with("-ERR unknown subcommand 'RELOAD'"));
+}

@@ -8,6 +8,7 @@ mod command;
 mod config;
 mod hashes;
 mod info;
+mod introspect;
 mod keys;
 mod lists;
 mod mpop;
@@ -74,6 +75,8 @@ pub struct Shared {
     pub blocking: Blocking,
     /// The connections (CLIENT LIST / KILL).
     pub registry: crate::clients::Clients,
+    /// SLOWLOG's entries and settings.
+    pub slowlog: crate::slowlog::SlowLog,
     /// INFO `# Stats` counters.
     pub stats: info::Stats,
     /// INFO's `run_id` (and `master_replid`): 40 random hex digits.
@@ -101,6 +104,7 @@ impl Shared {
             blocking: Blocking::default(),
             registry: crate::clients::Clients::default(),
             stats: info::Stats::default(),
+            slowlog: crate::slowlog::SlowLog::default(),
             run_id: format!(
                 "{:032x}{:08x}",
                 rand::random::<u128>(),
@@ -294,6 +298,7 @@ fn arity(name: &str) -> Option<i32> {
         "zrangestore" => -5,
         "zunionstore" | "zinterstore" | "zdiffstore" => -4,
         "zunion" | "zinter" | "zdiff" => -3,
+        "object" | "memory" | "slowlog" | "latency" | "debug" => -2,
         "zcard" => 2,
         "zpopmin" | "zpopmax" | "hrandfield" | "zrandmember" => -2,
         "blpop" | "brpop" | "bzpopmin" | "bzpopmax" => -3,
@@ -340,7 +345,14 @@ pub fn dispatch(shared: &Shared, conn: &mut Conn, args: &[Vec<u8>]) -> Reply {
     };
     let name = String::from_utf8_lossy(first).to_ascii_lowercase();
     conn.started(args, &name);
+    let start = Instant::now();
+    let skip_slowlog = name == "exec";
     let reply = dispatch_inner(shared, conn, args, name);
+    let micros = u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX);
+    if !skip_slowlog && shared.slowlog.would_log(micros) {
+        let name = conn.name.clone().unwrap_or_default();
+        shared.slowlog.record(args, micros, &conn.info.addr, &name);
+    }
     conn.publish(shared);
     let counter = match reply {
         Reply::Error(_) => &shared.stats.errors,
@@ -555,6 +567,11 @@ fn run(shared: &Shared, conn: &mut Conn, tx: &mut Tx, name: &str, a: &[Vec<u8>])
         n if is_blocking(n) => blocking::run_in_exec(shared, tx, db, name, a),
         "lmpop" | "zmpop" => mpop::run(shared, tx, db, name, a),
         "config" => config::config(shared, a),
+        "slowlog" => introspect::slowlog(shared, a),
+        "latency" => introspect::latency(a),
+        "debug" => introspect::debug(a),
+        "object" => introspect::object(tx, db, a),
+        "memory" => introspect::memory(tx, db, a),
         "info" => info::info(shared, tx, a),
         "get" | "set" | "mget" | "mset" | "setnx" | "getset" | "getdel" | "incr" | "decr"
         | "incrby" | "decrby" | "append" | "strlen" | "setex" | "psetex" | "msetnx"
