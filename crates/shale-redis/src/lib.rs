@@ -12,6 +12,7 @@ pub mod durability;
 pub mod expire;
 pub mod glob;
 pub mod ldouble;
+pub mod outbuf;
 pub mod pubsub;
 mod reclaim;
 pub mod resp;

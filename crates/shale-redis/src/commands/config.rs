@@ -49,6 +49,7 @@ fn get(shared: &Shared, a: &[Vec<u8>]) -> CmdResult {
             "slowlog-max-len",
             shared.slowlog.max_len.load(Ordering::Relaxed).to_string(),
         ),
+        ("client-output-buffer-limit", shared.limits.describe()),
     ];
     let mut out = Vec::new();
     for (name, value) in &known {
@@ -77,6 +78,7 @@ fn set(shared: &Shared, a: &[Vec<u8>]) -> CmdResult {
     let mut fsync = None;
     let mut requirepass: Option<&[u8]> = None;
     let (mut slower_than, mut max_len) = (None, None);
+    let mut buffer_limit: Option<&[u8]> = None;
     for pair in pairs.chunks(2) {
         let name = String::from_utf8_lossy(arg(pair, 0)).to_ascii_lowercase();
         let value = arg(pair, 1);
@@ -97,6 +99,16 @@ fn set(shared: &Shared, a: &[Vec<u8>]) -> CmdResult {
                     return Err(failed(&name, "duplicate parameter"));
                 }
                 requirepass = Some(value);
+            }
+            "client-output-buffer-limit" => {
+                if buffer_limit.is_some() {
+                    return Err(failed(&name, "duplicate parameter"));
+                }
+                // Checked here, applied with the others below.
+                crate::outbuf::Limits::default()
+                    .set(value)
+                    .map_err(|why| failed(&name, why))?;
+                buffer_limit = Some(value);
             }
             "slowlog-log-slower-than" | "slowlog-max-len" => {
                 let slot = if name == "slowlog-max-len" {
@@ -128,6 +140,12 @@ fn set(shared: &Shared, a: &[Vec<u8>]) -> CmdResult {
     }
     if let Some(mode) = fsync {
         shared.store.set_appendfsync(mode);
+    }
+    if let Some(v) = buffer_limit {
+        shared
+            .limits
+            .set(v)
+            .map_err(|why| failed("client-output-buffer-limit", why))?;
     }
     if let Some(v) = slower_than {
         shared.slowlog.slower_than.store(v, Ordering::Relaxed);

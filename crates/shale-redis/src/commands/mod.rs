@@ -75,6 +75,8 @@ pub struct Shared {
     pub blocking: Blocking,
     /// The connections (CLIENT LIST / KILL).
     pub registry: crate::clients::Clients,
+    /// client-output-buffer-limit.
+    pub limits: Arc<crate::outbuf::Limits>,
     /// SLOWLOG's entries and settings.
     pub slowlog: crate::slowlog::SlowLog,
     /// INFO `# Stats` counters.
@@ -105,6 +107,7 @@ impl Shared {
             registry: crate::clients::Clients::default(),
             stats: info::Stats::default(),
             slowlog: crate::slowlog::SlowLog::default(),
+            limits: Arc::default(),
             run_id: format!(
                 "{:032x}{:08x}",
                 rand::random::<u128>(),
@@ -154,7 +157,7 @@ impl Conn {
     /// `stream`: the client's socket (None: replies only pile up in the sink).
     pub fn new(shared: &Shared, stream: Option<&std::net::TcpStream>) -> Conn {
         let writer = stream.and_then(|s| s.try_clone().ok());
-        let sink = Arc::new(Sink::new(writer));
+        let sink = Arc::new(Sink::new(writer, shared.limits.clone()));
         let id = shared.next_client_id.fetch_add(1, Ordering::Relaxed);
         shared.store.tracking().register(id, &sink);
         let info = shared.registry.register(id, stream, &sink);
@@ -185,10 +188,11 @@ impl Conn {
 
     /// Drops the connection's WATCHes and subscriptions (call when it closes).
     pub fn close(&mut self, shared: &Shared) {
-        shared.registry.unregister(self.id);
         shared.store.tracking().unregister(self.id);
         multi::unwatch_all(shared, self);
         shared.pubsub.forget(self.id, &self.sink);
+        // Last: a client gone from CLIENT LIST has no subscriptions left.
+        shared.registry.unregister(self.id);
     }
 
     /// Refreshes what CLIENT LIST shows of this connection (after each
