@@ -230,13 +230,19 @@ impl Conn {
         s.redir = tr.map_or(-1, |t| i64::try_from(t.redirect).unwrap_or(i64::MAX));
     }
 
-    /// Marks the start of a command (CLIENT LIST's idle= and cmd=).
-    fn started(&self, args: &[Vec<u8>], name: &str) {
+    /// Marks the start of a command (CLIENT LIST's idle= and cmd=);
+    /// returns the time it started.
+    fn started(&self, args: &[Vec<u8>], name: &str) -> Instant {
+        let now = Instant::now();
         let mut s = self.info.shown.lock();
-        s.last = Instant::now();
-        if let Some((_, full)) = crate::acl::registry::command_of(name, args) {
-            s.cmd = full;
+        s.last = now;
+        // Same command as last time (the common case): nothing to look up.
+        if s.cmd != name {
+            if let Some((_, full)) = crate::acl::registry::command_of(name, args) {
+                s.cmd = full;
+            }
         }
+        now
     }
 
     pub fn in_multi(&self) -> bool {
@@ -348,16 +354,38 @@ pub fn dispatch(shared: &Shared, conn: &mut Conn, args: &[Vec<u8>]) -> Reply {
         return Reply::Array(vec![]);
     };
     let name = String::from_utf8_lossy(first).to_ascii_lowercase();
-    conn.started(args, &name);
-    let start = Instant::now();
+    let start = conn.started(args, &name);
     let skip_slowlog = name == "exec";
+    // Only these change what CLIENT LIST shows of the connection (and any
+    // command queued in MULTI, which changes multi=).
+    let republish = conn.multi.is_some()
+        || matches!(
+            name.as_str(),
+            "select"
+                | "client"
+                | "hello"
+                | "auth"
+                | "multi"
+                | "exec"
+                | "discard"
+                | "watch"
+                | "unwatch"
+                | "subscribe"
+                | "psubscribe"
+                | "unsubscribe"
+                | "punsubscribe"
+                | "reset"
+                | "quit"
+        );
     let reply = dispatch_inner(shared, conn, args, name);
     let micros = u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX);
     if !skip_slowlog && shared.slowlog.would_log(micros) {
         let name = conn.name.clone().unwrap_or_default();
         shared.slowlog.record(args, micros, &conn.info.addr, &name);
     }
-    conn.publish(shared);
+    if republish {
+        conn.publish(shared);
+    }
     let counter = match reply {
         Reply::Error(_) => &shared.stats.errors,
         _ => &shared.stats.commands,
