@@ -50,6 +50,13 @@ fn get(shared: &Shared, a: &[Vec<u8>]) -> CmdResult {
             shared.slowlog.max_len.load(Ordering::Relaxed).to_string(),
         ),
         ("client-output-buffer-limit", shared.limits.describe()),
+        // Read-only here (CONFIG SET refuses them), what exporters read.
+        ("port", shared.port.to_string()),
+        ("maxclients", crate::server::MAX_CLIENTS.to_string()),
+        ("proto-max-bulk-len", crate::resp::MAX_BULK_LEN.to_string()),
+        ("maxmemory", "0".to_string()),
+        ("maxmemory-policy", "noeviction".to_string()),
+        ("hz", "10".to_string()),
     ];
     let mut out = Vec::new();
     for (name, value) in &known {
