@@ -6,14 +6,18 @@
 //! Redis's reply types and error strings.
 
 pub mod acl;
+pub mod clients;
 pub mod commands;
 pub mod durability;
 pub mod expire;
 pub mod glob;
 pub mod ldouble;
+pub mod outbuf;
 pub mod pubsub;
+mod reclaim;
 pub mod resp;
 pub mod server;
+pub mod slowlog;
 pub mod store;
 pub mod tls;
 pub mod tracking;

@@ -10,9 +10,13 @@
 //! that lock, and PUBLISH checks it under that lock, so a client sees
 //! `subscribe` before the first message and nothing after `unsubscribe`.
 //!
-//! A subscriber that cannot take a message within [`SLOW_CLIENT`] (its socket
-//! buffer full, or its sink held that long) is disconnected, like Redis's
-//! pubsub output-buffer limit.
+//! Messages from other threads (PUBLISH, tracking invalidations) never
+//! wait for the subscriber's socket: they are appended to its buffer and
+//! written with a non-blocking attempt; what the socket does not take is
+//! written by the connection's own thread (after its next reply, or within
+//! one read poll when idle). A client whose backlog passes its class's
+//! `client-output-buffer-limit` (`crate::outbuf`) is disconnected, as in
+//! Redis (docs/redis.md, "Output buffers").
 
 use crate::glob;
 use crate::resp::Reply;
@@ -21,16 +25,22 @@ use std::collections::{BTreeSet, HashMap};
 use std::io::Write;
 use std::net::TcpStream;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::Instant;
 
-/// How long a PUBLISH waits for one subscriber before dropping it.
-pub const SLOW_CLIENT: Duration = Duration::from_secs(10);
+/// Out-of-band output (messages, invalidations) may not wait beyond this
+/// for a client of a class without a hard limit (`normal 0 0 0`): the
+/// server's memory is bounded whatever the configuration.
+pub const OUT_OF_BAND_CAP: usize = 32 << 20;
 
 /// A connection's output: pending bytes, the socket, its subscriptions.
 pub struct Sink {
     inner: Mutex<SinkInner>,
     /// A second handle on the socket, to shut it down without the lock.
     killer: Option<TcpStream>,
+    /// A third, for the connection's own thread to write without the lock
+    /// (while `SinkInner::writing` keeps other threads off the socket).
+    writer: Option<TcpStream>,
+    limits: Arc<crate::outbuf::Limits>,
 }
 
 struct SinkInner {
@@ -42,6 +52,12 @@ struct SinkInner {
     /// Inside EXEC: (un)subscribe confirmations are collected here, to be
     /// elements of EXEC's reply, instead of being written.
     collect: Option<Vec<Reply>>,
+    /// The connection's own thread is writing `inflight` bytes taken from
+    /// `buf` without the lock: nobody else may write to the socket.
+    writing: bool,
+    inflight: usize,
+    /// Since when the backlog has been over the soft limit.
+    soft_since: Option<Instant>,
 }
 
 impl SinkInner {
@@ -57,14 +73,41 @@ impl SinkInner {
         i64::try_from(self.channels.len() + self.patterns.len()).unwrap_or(i64::MAX)
     }
 
-    fn flush(&mut self) -> std::io::Result<()> {
-        if let Some(s) = &mut self.stream {
-            if !self.buf.is_empty() {
-                s.write_all(&self.buf)?;
-            }
+    /// Writes what the socket takes now without waiting (other threads'
+    /// messages), unless the owner is writing. Err: the socket failed.
+    fn write_nonblocking(&mut self) -> std::io::Result<()> {
+        if self.writing || self.buf.is_empty() {
+            return Ok(());
         }
-        self.buf.clear();
-        Ok(())
+        let Some(s) = &self.stream else {
+            return Ok(());
+        };
+        // The flag is the file's: the owner's read loop sees a WouldBlock
+        // (a poll timeout to it) while it is set.
+        s.set_nonblocking(true)?;
+        let mut done = 0;
+        let mut w = s;
+        let result = loop {
+            match w.write(self.buf.get(done..).unwrap_or_default()) {
+                Ok(0) => break Err(std::io::ErrorKind::WriteZero.into()),
+                Ok(n) => {
+                    done += n;
+                    if done >= self.buf.len() {
+                        break Ok(());
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break Ok(()),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => break Err(e),
+            }
+        };
+        let restored = s.set_nonblocking(false);
+        self.buf.drain(..done.min(self.buf.len()));
+        result.and(restored)
+    }
+
+    fn backlog(&self) -> usize {
+        self.buf.len() + self.inflight
     }
 
     fn push(&mut self, items: Vec<Reply>) {
@@ -74,9 +117,12 @@ impl SinkInner {
 
 impl Sink {
     /// A sink writing to `stream` (`None`: replies are only buffered).
-    pub fn new(stream: Option<TcpStream>) -> Sink {
+    pub fn new(stream: Option<TcpStream>, limits: Arc<crate::outbuf::Limits>) -> Sink {
         let killer = stream.as_ref().and_then(|s| s.try_clone().ok());
+        let writer = stream.as_ref().and_then(|s| s.try_clone().ok());
         Sink {
+            writer,
+            limits,
             inner: Mutex::new(SinkInner {
                 stream,
                 buf: Vec::with_capacity(16 * 1024),
@@ -84,6 +130,9 @@ impl Sink {
                 channels: BTreeSet::new(),
                 patterns: BTreeSet::new(),
                 collect: None,
+                writing: false,
+                inflight: 0,
+                soft_since: None,
             }),
             killer,
         }
@@ -97,14 +146,86 @@ impl Sink {
         g.buf.len()
     }
 
-    /// Writes out everything pending (no timeout: the connection's own thread).
+    /// Writes out everything pending, blocking (the connection's own
+    /// thread only). The socket is written without the lock, so other
+    /// threads' messages queue meanwhile instead of waiting for it.
     pub fn flush(&self) -> std::io::Result<()> {
-        self.inner.lock().flush()
+        let Some(w) = &self.writer else {
+            self.inner.lock().buf.clear();
+            return Ok(());
+        };
+        loop {
+            let mut bytes = {
+                let mut g = self.inner.lock();
+                if g.buf.is_empty() {
+                    return Ok(());
+                }
+                let b = std::mem::take(&mut g.buf);
+                g.writing = true;
+                g.inflight = b.len();
+                b
+            };
+            let r = (&mut &*w).write_all(&bytes);
+            let mut g = self.inner.lock();
+            g.writing = false;
+            g.inflight = 0;
+            r?;
+            if g.buf.is_empty() {
+                bytes.clear();
+                g.buf = bytes; // keep the capacity
+                return Ok(());
+            }
+        }
+    }
+
+    /// Appends an out-of-band message with `add` (false: nothing added),
+    /// writes what the socket takes at once, and disconnects the client
+    /// when its backlog passes its class's limits.
+    fn deliver(&self, add: impl FnOnce(&mut SinkInner) -> bool) -> bool {
+        let mut g = self.inner.lock();
+        if !add(&mut g) {
+            return false;
+        }
+        let failed = g.write_nonblocking().is_err();
+        let backlog = g.backlog();
+        let class = if g.count() > 0 {
+            &self.limits.pubsub
+        } else {
+            &self.limits.normal
+        };
+        let (hard, soft, secs) = class.get();
+        let as_u64 = |n: usize| u64::try_from(n).unwrap_or(u64::MAX);
+        let over_hard = (hard > 0 && as_u64(backlog) > hard) || backlog > OUT_OF_BAND_CAP;
+        let over_soft = soft > 0 && as_u64(backlog) > soft;
+        let soft_expired = if over_soft {
+            let since = *g.soft_since.get_or_insert_with(Instant::now);
+            since.elapsed().as_secs() >= secs
+        } else {
+            g.soft_since = None;
+            false
+        };
+        if failed || over_hard || soft_expired {
+            g.buf = Vec::new();
+            drop(g);
+            self.kill();
+        }
+        true
     }
 
     /// Channels plus patterns subscribed to.
     pub fn subscriptions(&self) -> i64 {
         self.inner.lock().count()
+    }
+
+    /// Bytes of output not written out yet (CLIENT LIST's omem).
+    pub fn pending(&self) -> usize {
+        self.inner.lock().backlog()
+    }
+
+    /// (channels, patterns) subscribed to (CLIENT LIST's sub / psub).
+    pub fn subscription_counts(&self) -> (usize, usize) {
+        let g = self.inner.lock();
+        (g.channels.len(), g.patterns.len())
     }
 
     /// From now on (un)subscribe confirmations are collected (EXEC).
@@ -124,29 +245,19 @@ impl Sink {
     }
 
     /// Sends an out-of-band message (a tracking invalidation) from another
-    /// connection's thread: appended after what is pending, written out
-    /// with the same slow-client limit as PUBLISH.
+    /// connection's thread: appended after what is pending, never waiting
+    /// for the socket (see [`Sink::deliver`]).
     pub fn push_out(&self, r: &Reply) {
-        let Some(mut g) = self.inner.try_lock_for(SLOW_CLIENT) else {
-            self.kill();
-            return;
-        };
-        let resp3 = g.resp3;
-        r.encode(&mut g.buf, resp3);
-        if let Some(s) = &g.stream {
-            let _ = s.set_write_timeout(Some(SLOW_CLIENT));
-        }
-        let res = g.flush();
-        if let Some(s) = &g.stream {
-            let _ = s.set_write_timeout(None);
-        }
-        if res.is_err() {
-            drop(g);
-            self.kill();
-        }
+        self.deliver(|g| {
+            let resp3 = g.resp3;
+            r.encode(&mut g.buf, resp3);
+            true
+        });
     }
 
-    fn kill(&self) {
+    /// Shuts the socket down (CLIENT KILL, a slow subscriber): the
+    /// connection's thread sees the end of its input and closes.
+    pub fn kill(&self) {
         if let Some(k) = &self.killer {
             let _ = k.shutdown(std::net::Shutdown::Both);
         }
@@ -287,37 +398,25 @@ impl PubSub {
         }
         let mut delivered = 0;
         for (sink, pattern) in targets {
-            let Some(mut g) = sink.inner.try_lock_for(SLOW_CLIENT) else {
-                sink.kill();
-                continue;
-            };
-            let items = match &pattern {
-                None if g.channels.contains(channel) => vec![
-                    Reply::bulk("message"),
-                    Reply::bulk(channel),
-                    Reply::bulk(msg),
-                ],
-                Some(p) if g.patterns.contains(p) => vec![
-                    Reply::bulk("pmessage"),
-                    Reply::bulk(p.clone()),
-                    Reply::bulk(channel),
-                    Reply::bulk(msg),
-                ],
-                _ => continue,
-            };
-            g.push(items);
-            delivered += 1;
-            if let Some(s) = &g.stream {
-                let _ = s.set_write_timeout(Some(SLOW_CLIENT));
-            }
-            let r = g.flush();
-            if let Some(s) = &g.stream {
-                let _ = s.set_write_timeout(None);
-            }
-            if r.is_err() {
-                drop(g);
-                sink.kill();
-            }
+            let added = sink.deliver(|g| {
+                let items = match &pattern {
+                    None if g.channels.contains(channel) => vec![
+                        Reply::bulk("message"),
+                        Reply::bulk(channel),
+                        Reply::bulk(msg),
+                    ],
+                    Some(p) if g.patterns.contains(p) => vec![
+                        Reply::bulk("pmessage"),
+                        Reply::bulk(p.clone()),
+                        Reply::bulk(channel),
+                        Reply::bulk(msg),
+                    ],
+                    _ => return false,
+                };
+                g.push(items);
+                true
+            });
+            delivered += i64::from(added);
         }
         delivered
     }

@@ -249,6 +249,9 @@ pub enum Reply {
     Pairs(Vec<(Reply, Reply)>),
     /// An out-of-band message (pub/sub): a `>` push in RESP3, an array in RESP2.
     Push(Vec<Reply>),
+    /// Text for humans (CLIENT LIST, INFO ...): a bulk string in RESP2, a
+    /// verbatim string of format `txt` (`=`) in RESP3.
+    Verbatim(Vec<u8>),
     /// Several replies to one request, in order (SUBSCRIBE a b answers one
     /// confirmation per channel); an empty one sends nothing.
     Multi(Vec<Reply>),
@@ -278,6 +281,13 @@ impl Reply {
             Reply::Nil => out.extend_from_slice(b"$-1\r\n"),
             Reply::NilArray => out.extend_from_slice(b"*-1\r\n"),
             Reply::Bulk(b) => bulk(out, b),
+            Reply::Verbatim(b) if resp3 => {
+                line(out, b'=', (b.len() + 4).to_string().as_bytes());
+                out.extend_from_slice(b"txt:");
+                out.extend_from_slice(b);
+                out.extend_from_slice(b"\r\n");
+            }
+            Reply::Verbatim(b) => bulk(out, b),
             Reply::Array(items) => {
                 line(out, b'*', items.len().to_string().as_bytes());
                 for it in items {

@@ -147,6 +147,7 @@ fn connection(shared: &Shared, mut stream: TcpStream, stop: &AtomicBool) -> std:
     let n = shared.clients.fetch_add(1, Ordering::SeqCst) + 1;
     let _guard = ClientGuard(shared);
     if n > MAX_CLIENTS {
+        shared.stats.rejected.fetch_add(1, Ordering::Relaxed);
         stream.write_all(b"-ERR max number of clients reached\r\n")?;
         return Ok(());
     }
@@ -164,6 +165,7 @@ pub(crate) fn read_or_stop(
     stream: &mut impl Read,
     buf: &mut [u8],
     stop: &AtomicBool,
+    idle: &mut dyn FnMut() -> std::io::Result<()>,
 ) -> std::io::Result<Option<usize>> {
     loop {
         match stream.read(buf) {
@@ -173,6 +175,7 @@ pub(crate) fn read_or_stop(
                 if stop.load(Ordering::SeqCst) {
                     return Ok(None);
                 }
+                idle()?;
             }
             Err(e) if e.kind() == ErrorKind::Interrupted => {}
             Err(e) => return Err(e),
@@ -190,7 +193,8 @@ fn serve_connection(
     let mut chunk = vec![0u8; 64 * 1024];
     let sink = conn.sink.clone();
     loop {
-        let Some(got) = read_or_stop(stream, &mut chunk, stop)? else {
+        // While idle, write out what other threads' messages left behind.
+        let Some(got) = read_or_stop(stream, &mut chunk, stop, &mut || sink.flush())? else {
             return Ok(());
         };
         buf.extend_from_slice(chunk.get(..got).unwrap_or_default());

@@ -251,6 +251,8 @@ pub struct Store {
     unsynced: AtomicBool,
     /// Client-side caching: who read what (CLIENT TRACKING).
     tracking: crate::tracking::Tracking,
+    /// The handle the stale-sub-record filter reads through (emptied on drop).
+    reclaim: crate::reclaim::DbSlot,
 }
 
 impl Store {
@@ -262,6 +264,14 @@ impl Store {
             Err(e) => return Err(e.into()),
         };
         migrate_expiry_index(&db, cf)?;
+        let reclaim: crate::reclaim::DbSlot = Arc::new(parking_lot::RwLock::new(Some(db.clone())));
+        db.set_compaction_filter(
+            cf,
+            Some(Arc::new(crate::reclaim::StaleFilters {
+                slot: reclaim.clone(),
+                cf,
+            })),
+        )?;
         Ok(Store {
             db,
             cf,
@@ -272,6 +282,7 @@ impl Store {
             appendfsync: AtomicU8::new(Appendfsync::default().code()),
             unsynced: AtomicBool::new(false),
             tracking: crate::tracking::Tracking::default(),
+            reclaim,
         })
     }
 
@@ -517,6 +528,16 @@ impl Watches {
             .filter(|(d, _)| *d == db)
             .map(|(_, k)| k.clone())
             .collect()
+    }
+}
+
+impl Drop for Store {
+    /// Unregisters the stale-sub-record filter and lets go of its engine
+    /// handle: the engine holds the filter, so otherwise the engine would
+    /// hold a handle to itself and never shut down.
+    fn drop(&mut self) {
+        let _ = self.db.set_compaction_filter(self.cf, None);
+        self.reclaim.write().take();
     }
 }
 

@@ -185,7 +185,8 @@ fn decrypt_loop(
     let mut buf = vec![0u8; 64 * 1024];
     let mut plain = vec![0u8; 64 * 1024];
     loop {
-        let Some(n) = crate::server::read_or_stop(&mut sock, &mut buf, stop)? else {
+        let Some(n) = crate::server::read_or_stop(&mut sock, &mut buf, stop, &mut || Ok(()))?
+        else {
             return Ok(());
         };
         let mut rest = buf.get(..n).unwrap_or_default();

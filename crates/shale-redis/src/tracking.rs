@@ -70,6 +70,11 @@ impl Tracking {
         self.active.load(Ordering::SeqCst) > 0
     }
 
+    /// Clients with tracking on (INFO `tracking_clients`).
+    pub fn tracking_clients(&self) -> usize {
+        self.active.load(Ordering::SeqCst)
+    }
+
     pub fn register(&self, id: u64, sink: &Arc<Sink>) {
         self.inner.lock().clients.insert(id, sink.clone());
     }

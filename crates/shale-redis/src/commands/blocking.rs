@@ -74,6 +74,11 @@ pub struct Blocking {
 }
 
 impl Blocking {
+    /// Blocked clients (INFO `blocked_clients`).
+    pub fn blocked(&self) -> u64 {
+        self.count.load(Ordering::SeqCst)
+    }
+
     /// True when some client is blocked (writes skip the rest otherwise).
     pub fn any(&self) -> bool {
         self.count.load(Ordering::SeqCst) > 0

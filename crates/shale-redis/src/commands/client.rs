@@ -1,5 +1,6 @@
-//! CLIENT ID / TRACKING / CACHING / GETREDIR / TRACKINGINFO (Redis 7.0's
-//! checks, in its order, and its error strings).
+//! CLIENT ID / TRACKING / CACHING / GETREDIR / TRACKINGINFO / LIST / INFO /
+//! KILL / SETNAME / GETNAME / NO-EVICT, and RESET (Redis 7.0's checks, in
+//! its order, and its error strings).
 
 use super::{arg, is_opt, lossy, parse_i64, CmdError, CmdResult, Conn, Shared};
 use crate::resp::Reply;
@@ -47,7 +48,36 @@ pub(super) fn client(shared: &Shared, conn: &mut Conn, a: &[Vec<u8>]) -> CmdResu
             t.set_caching(conn.id, true);
             Ok(Reply::ok())
         }
-        "id" | "getredir" | "trackinginfo" | "tracking" | "caching" => wrong(&sub),
+        "list" => list(shared, conn, a),
+        "info" if a.len() == 1 => {
+            conn.publish(shared);
+            Ok(Reply::Verbatim(
+                format!("{}\n", conn.info.line()).into_bytes(),
+            ))
+        }
+        "kill" if a.len() >= 2 => kill(shared, conn, a),
+        "setname" if a.len() == 2 => {
+            let name = arg(a, 1);
+            if name.iter().any(|&c| !(b'!'..=b'~').contains(&c)) {
+                return err("Client names cannot contain spaces, newlines or special characters.");
+            }
+            conn.name = (!name.is_empty()).then(|| name.to_vec());
+            Ok(Reply::ok())
+        }
+        "getname" if a.len() == 1 => Ok(Reply::opt_bulk(conn.name.clone())),
+        "no-evict" if a.len() == 2 => {
+            let v = arg(a, 1);
+            if is_opt(v, "on") {
+                conn.no_evict = true;
+            } else if is_opt(v, "off") {
+                conn.no_evict = false;
+            } else {
+                return Err(CmdError::Syntax);
+            }
+            Ok(Reply::ok())
+        }
+        "id" | "getredir" | "trackinginfo" | "tracking" | "caching" | "info" | "kill"
+        | "setname" | "getname" | "no-evict" => wrong(&sub),
         _ => Err(CmdError::Other(format!(
             "unknown subcommand '{}'. Try CLIENT HELP.",
             lossy(arg(a, 0), 128)
@@ -197,4 +227,163 @@ fn tracking(shared: &Shared, conn: &mut Conn, a: &[Vec<u8>]) -> CmdResult {
     new.prefixes = all;
     t.set(conn.id, Some(new));
     Ok(Reply::ok())
+}
+
+/// Redis's `getClientTypeByName` for the classes this server has (a
+/// replica or master name is valid and matches nobody).
+fn client_type(b: &[u8]) -> Option<&'static str> {
+    let t = String::from_utf8_lossy(b).to_ascii_lowercase();
+    match t.as_str() {
+        "normal" => Some("normal"),
+        "pubsub" => Some("pubsub"),
+        "slave" | "replica" => Some("replica"),
+        "master" => Some("master"),
+        _ => None,
+    }
+}
+
+fn unknown_type(b: &[u8]) -> CmdResult {
+    Err(CmdError::Other(format!(
+        "Unknown client type '{}'",
+        String::from_utf8_lossy(b)
+    )))
+}
+
+/// CLIENT LIST [TYPE type | ID id ...]
+fn list(shared: &Shared, conn: &Conn, a: &[Vec<u8>]) -> CmdResult {
+    conn.publish(shared);
+    let mut out = String::new();
+    let mut add = |c: &crate::clients::ClientInfo| {
+        out.push_str(&c.line());
+        out.push('\n');
+    };
+    if a.len() == 3 && is_opt(arg(a, 1), "type") {
+        let Some(ty) = client_type(arg(a, 2)) else {
+            return unknown_type(arg(a, 2));
+        };
+        shared
+            .registry
+            .all()
+            .iter()
+            .filter(|c| c.kind() == ty)
+            .for_each(|c| add(c));
+    } else if a.len() > 2 && is_opt(arg(a, 1), "id") {
+        for idb in a.get(2..).unwrap_or_default() {
+            let id = super::parse_int_strict(idb)
+                .ok_or_else(|| CmdError::Other("Invalid client ID".into()))?;
+            if let Some(c) = u64::try_from(id).ok().and_then(|i| shared.registry.get(i)) {
+                add(&c);
+            }
+        }
+    } else if a.len() != 1 {
+        return Err(CmdError::Syntax);
+    } else {
+        shared.registry.all().iter().for_each(|c| add(c));
+    }
+    Ok(Reply::Verbatim(out.into_bytes()))
+}
+
+/// CLIENT KILL addr | CLIENT KILL [ID id] [TYPE t] [ADDR a] [LADDR a]
+/// [USER u] [SKIPME yes|no] ... (Redis 7.0's `clientKillCommand`).
+fn kill(shared: &Shared, conn: &mut Conn, a: &[Vec<u8>]) -> CmdResult {
+    let old_form = a.len() == 2;
+    let (mut id, mut ty, mut addr, mut laddr, mut user) = (None, None, None, None, None);
+    let mut skipme = !old_form;
+    if old_form {
+        addr = Some(arg(a, 1).to_vec());
+    } else {
+        let mut i = 1;
+        while let Some(opt) = a.get(i) {
+            let Some(v) = a.get(i + 1) else {
+                return Err(CmdError::Syntax);
+            };
+            if is_opt(opt, "id") {
+                match super::parse_int_strict(v) {
+                    Some(n) if n >= 1 => id = u64::try_from(n).ok(),
+                    _ => return err("client-id should be greater than 0"),
+                }
+            } else if is_opt(opt, "type") {
+                let Some(t) = client_type(v) else {
+                    return unknown_type(v);
+                };
+                ty = Some(t);
+            } else if is_opt(opt, "addr") {
+                addr = Some(v.clone());
+            } else if is_opt(opt, "laddr") {
+                laddr = Some(v.clone());
+            } else if is_opt(opt, "user") {
+                let name = String::from_utf8_lossy(v).into_owned();
+                if shared.acl.get(&name).is_none() {
+                    return Err(CmdError::Other(format!("No such user '{name}'")));
+                }
+                user = Some(name);
+            } else if is_opt(opt, "skipme") {
+                if is_opt(v, "yes") {
+                    skipme = true;
+                } else if is_opt(v, "no") {
+                    skipme = false;
+                } else {
+                    return Err(CmdError::Syntax);
+                }
+            } else {
+                return Err(CmdError::Syntax);
+            }
+            i += 2;
+        }
+    }
+    conn.publish(shared);
+    let mut killed = 0i64;
+    for c in shared.registry.all() {
+        let shown_user = c.shown.lock().user.clone();
+        let matches = addr
+            .as_ref()
+            .is_none_or(|x| c.addr.as_bytes() == x.as_slice())
+            && laddr
+                .as_ref()
+                .is_none_or(|x| c.laddr.as_bytes() == x.as_slice())
+            && ty.is_none_or(|t| c.kind() == t)
+            && id.is_none_or(|i| c.id == i)
+            && user.as_ref().is_none_or(|u| *u == shown_user)
+            && !(skipme && c.id == conn.id);
+        if !matches {
+            continue;
+        }
+        if c.id == conn.id {
+            // Closed once this reply is written (CLOSE_AFTER_REPLY).
+            conn.quit = true;
+        } else {
+            c.kill();
+        }
+        killed += 1;
+    }
+    if old_form {
+        return if killed == 0 {
+            err("No such client")
+        } else {
+            Ok(Reply::ok())
+        };
+    }
+    Ok(Reply::Int(killed))
+}
+
+/// RESET: back to a new connection's state (Redis 7.0's
+/// `clearClientConnectionState`): tracking off, db 0, RESP2, the default
+/// user, MULTI and WATCH dropped, every subscription dropped without
+/// confirmations, no name, no NO-EVICT.
+pub(super) fn reset(shared: &Shared, conn: &mut Conn) -> Reply {
+    shared.store.tracking().set(conn.id, None);
+    conn.db = 0;
+    conn.resp3 = false;
+    conn.user = "default".into();
+    conn.authed = shared
+        .acl
+        .get("default")
+        .is_some_and(|u| u.enabled && u.nopass);
+    conn.multi = None;
+    conn.multi_failed = false;
+    super::multi::unwatch_all(shared, conn);
+    shared.pubsub.forget(conn.id, &conn.sink);
+    conn.name = None;
+    conn.no_evict = false;
+    Reply::Simple("RESET".into())
 }

@@ -3,7 +3,6 @@
 use super::{arg, is_opt, parse_i64, CmdError, CmdResult, Shared};
 use crate::glob;
 use crate::resp::Reply;
-use crate::store::DATABASES;
 use crate::tx::Tx;
 use parking_lot::Mutex;
 use std::collections::{HashMap, VecDeque};
@@ -217,55 +216,4 @@ fn expire(tx: &mut Tx, db: u8, name: &'static str, a: &[Vec<u8>]) -> CmdResult {
         tx.put_meta(db, key, &m);
     }
     Ok(Reply::Int(1))
-}
-
-/// INFO [section ...]: `# Server` and `# Keyspace`.
-pub fn info(shared: &Shared, tx: &mut Tx, a: &[Vec<u8>]) -> CmdResult {
-    let want = |s: &str| {
-        a.is_empty()
-            || a.iter().any(|x| {
-                is_opt(x, s) || is_opt(x, "all") || is_opt(x, "default") || is_opt(x, "everything")
-            })
-    };
-    let mut out = String::new();
-    if want("server") {
-        out.push_str("# Server\r\nredis_version:7.0.0-shaledb\r\nredis_mode:standalone\r\n");
-        out.push_str(&format!(
-            "process_id:{}\r\ntcp_port:{}\r\nuptime_in_seconds:{}\r\n",
-            std::process::id(),
-            shared.port,
-            shared.started.elapsed().as_secs()
-        ));
-    }
-    if want("stats") {
-        if !out.is_empty() {
-            out.push_str("\r\n");
-        }
-        let expired = shared
-            .store
-            .expired_keys
-            .load(std::sync::atomic::Ordering::Relaxed);
-        out.push_str(&format!("# Stats\r\nexpired_keys:{expired}\r\n"));
-    }
-    if want("keyspace") {
-        if !out.is_empty() {
-            out.push_str("\r\n");
-        }
-        out.push_str("# Keyspace\r\n");
-        tx.consistent_reads();
-        for db in 0..DATABASES {
-            let (mut keys, mut expires) = (0u64, 0u64);
-            tx.scan_keys(db, None, |_, m| {
-                keys += 1;
-                expires += (m.expire_at != 0) as u64;
-                true
-            })?;
-            if keys > 0 {
-                out.push_str(&format!(
-                    "db{db}:keys={keys},expires={expires},avg_ttl=0\r\n"
-                ));
-            }
-        }
-    }
-    Ok(Reply::bulk(out))
 }

@@ -4,8 +4,11 @@
 mod acl;
 mod blocking;
 mod client;
+mod command;
 mod config;
 mod hashes;
+mod info;
+mod introspect;
 mod keys;
 mod lists;
 mod mpop;
@@ -70,6 +73,16 @@ pub struct Shared {
     next_client_id: AtomicU64,
     pub pubsub: PubSub,
     pub blocking: Blocking,
+    /// The connections (CLIENT LIST / KILL).
+    pub registry: crate::clients::Clients,
+    /// client-output-buffer-limit.
+    pub limits: Arc<crate::outbuf::Limits>,
+    /// SLOWLOG's entries and settings.
+    pub slowlog: crate::slowlog::SlowLog,
+    /// INFO `# Stats` counters.
+    pub stats: info::Stats,
+    /// INFO's `run_id` (and `master_replid`): 40 random hex digits.
+    pub run_id: String,
     /// Set when the server shuts down (blocked clients give up).
     stop: Arc<AtomicBool>,
 }
@@ -91,6 +104,15 @@ impl Shared {
             next_client_id: AtomicU64::new(1),
             pubsub: PubSub::default(),
             blocking: Blocking::default(),
+            registry: crate::clients::Clients::default(),
+            stats: info::Stats::default(),
+            slowlog: crate::slowlog::SlowLog::default(),
+            limits: Arc::default(),
+            run_id: format!(
+                "{:032x}{:08x}",
+                rand::random::<u128>(),
+                rand::random::<u32>()
+            ),
             stop,
         }
     }
@@ -125,16 +147,24 @@ pub struct Conn {
     pub sink: Arc<Sink>,
     /// A handle on the socket to notice a client that leaves while blocked.
     probe: Option<std::net::TcpStream>,
+    /// What CLIENT LIST shows of this connection.
+    pub info: Arc<crate::clients::ClientInfo>,
+    /// CLIENT NO-EVICT (shown as flag `e`; nothing is evicted here).
+    pub no_evict: bool,
 }
 
 impl Conn {
     /// `stream`: the client's socket (None: replies only pile up in the sink).
     pub fn new(shared: &Shared, stream: Option<&std::net::TcpStream>) -> Conn {
         let writer = stream.and_then(|s| s.try_clone().ok());
-        let sink = Arc::new(Sink::new(writer));
+        let sink = Arc::new(Sink::new(writer, shared.limits.clone()));
         let id = shared.next_client_id.fetch_add(1, Ordering::Relaxed);
         shared.store.tracking().register(id, &sink);
+        let info = shared.registry.register(id, stream, &sink);
+        shared.stats.connections.fetch_add(1, Ordering::Relaxed);
         Conn {
+            info,
+            no_evict: false,
             sink,
             probe: stream.and_then(|s| s.try_clone().ok()),
             id,
@@ -161,6 +191,58 @@ impl Conn {
         shared.store.tracking().unregister(self.id);
         multi::unwatch_all(shared, self);
         shared.pubsub.forget(self.id, &self.sink);
+        // Last: a client gone from CLIENT LIST has no subscriptions left.
+        shared.registry.unregister(self.id);
+    }
+
+    /// Refreshes what CLIENT LIST shows of this connection (after each
+    /// command, and before CLIENT LIST / INFO shows it).
+    pub fn publish(&self, shared: &Shared) {
+        let tr = shared.store.tracking().get(self.id);
+        let mut flags = String::new();
+        let letters = [
+            (self.sink.subscriptions() > 0, 'P'),
+            (self.multi.is_some(), 'x'),
+            (tr.is_some(), 't'),
+            (tr.as_ref().is_some_and(|t| t.broken), 'R'),
+            (tr.as_ref().is_some_and(|t| t.bcast), 'B'),
+            (
+                !self.watched.is_empty() && self.dirty.load(Ordering::SeqCst),
+                'd',
+            ),
+            (self.quit, 'c'),
+            (self.no_evict, 'e'),
+        ];
+        flags.extend(letters.iter().filter(|(on, _)| *on).map(|(_, c)| *c));
+        if flags.is_empty() {
+            flags.push('N');
+        }
+        let mut s = self.info.shown.lock();
+        s.name = self.name.clone().unwrap_or_default();
+        s.db = self.db;
+        s.user.clone_from(&self.user);
+        s.resp = if self.resp3 { 3 } else { 2 };
+        s.multi = self
+            .multi
+            .as_ref()
+            .map_or(-1, |q| i64::try_from(q.len()).unwrap_or(i64::MAX));
+        s.flags = flags;
+        s.redir = tr.map_or(-1, |t| i64::try_from(t.redirect).unwrap_or(i64::MAX));
+    }
+
+    /// Marks the start of a command (CLIENT LIST's idle= and cmd=);
+    /// returns the time it started.
+    fn started(&self, args: &[Vec<u8>], name: &str) -> Instant {
+        let now = Instant::now();
+        let mut s = self.info.shown.lock();
+        s.last = now;
+        // Same command as last time (the common case): nothing to look up.
+        if s.cmd != name {
+            if let Some((_, full)) = crate::acl::registry::command_of(name, args) {
+                s.cmd = full;
+            }
+        }
+        now
     }
 
     pub fn in_multi(&self) -> bool {
@@ -202,7 +284,7 @@ fn arity(name: &str) -> Option<i32> {
         "setex" | "psetex" | "hsetnx" => 4,
         "hset" => -4,
         "hincrby" | "hincrbyfloat" => 4,
-        "dbsize" | "multi" | "exec" | "discard" | "unwatch" => 1,
+        "dbsize" | "multi" | "exec" | "discard" | "unwatch" | "reset" => 1,
         "rename" | "renamenx" => 3,
         "copy" | "hscan" => -3,
         "watch" => -2,
@@ -225,6 +307,8 @@ fn arity(name: &str) -> Option<i32> {
         | "zremrangebylex" => 4,
         "zrangestore" => -5,
         "zunionstore" | "zinterstore" | "zdiffstore" => -4,
+        "zunion" | "zinter" | "zdiff" => -3,
+        "object" | "memory" | "slowlog" | "latency" | "debug" => -2,
         "zcard" => 2,
         "zpopmin" | "zpopmax" | "hrandfield" | "zrandmember" => -2,
         "blpop" | "brpop" | "bzpopmin" | "bzpopmax" => -3,
@@ -270,6 +354,47 @@ pub fn dispatch(shared: &Shared, conn: &mut Conn, args: &[Vec<u8>]) -> Reply {
         return Reply::Array(vec![]);
     };
     let name = String::from_utf8_lossy(first).to_ascii_lowercase();
+    let start = conn.started(args, &name);
+    let skip_slowlog = name == "exec";
+    // Only these change what CLIENT LIST shows of the connection (and any
+    // command queued in MULTI, which changes multi=).
+    let republish = conn.multi.is_some()
+        || matches!(
+            name.as_str(),
+            "select"
+                | "client"
+                | "hello"
+                | "auth"
+                | "multi"
+                | "exec"
+                | "discard"
+                | "watch"
+                | "unwatch"
+                | "subscribe"
+                | "psubscribe"
+                | "unsubscribe"
+                | "punsubscribe"
+                | "reset"
+                | "quit"
+        );
+    let reply = dispatch_inner(shared, conn, args, name);
+    let micros = u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX);
+    if !skip_slowlog && shared.slowlog.would_log(micros) {
+        let name = conn.name.clone().unwrap_or_default();
+        shared.slowlog.record(args, micros, &conn.info.addr, &name);
+    }
+    if republish {
+        conn.publish(shared);
+    }
+    let counter = match reply {
+        Reply::Error(_) => &shared.stats.errors,
+        _ => &shared.stats.commands,
+    };
+    counter.fetch_add(1, Ordering::Relaxed);
+    reply
+}
+
+fn dispatch_inner(shared: &Shared, conn: &mut Conn, args: &[Vec<u8>], name: String) -> Reply {
     let Some(ar) = arity(&name) else {
         multi::refused(conn);
         return unknown_command(args);
@@ -284,6 +409,9 @@ pub fn dispatch(shared: &Shared, conn: &mut Conn, args: &[Vec<u8>]) -> Reply {
         multi::refused(conn);
         return wrong_args(&name);
     }
+    if name == "reset" {
+        return client::reset(shared, conn);
+    }
     // Redis's authRequired: judged per request, so CONFIG SET requirepass ""
     // opens unauthenticated connections at once.
     if !conn.authed
@@ -293,8 +421,14 @@ pub fn dispatch(shared: &Shared, conn: &mut Conn, args: &[Vec<u8>]) -> Reply {
             .get("default")
             .is_some_and(|u| u.enabled && u.nopass)
     {
+        let noauth = Reply::err("NOAUTH Authentication required.");
+        if name == "exec" {
+            if let Some(r) = multi::exec_refused(shared, conn, &noauth) {
+                return r;
+            }
+        }
         multi::refused(conn);
-        return Reply::err("NOAUTH Authentication required.");
+        return noauth;
     }
     if let Some(denied) = acl::check(shared, conn, &name, args) {
         return denied;
@@ -459,13 +593,18 @@ fn run(shared: &Shared, conn: &mut Conn, tx: &mut Tx, name: &str, a: &[Vec<u8>])
             conn.db = i as u8;
             Ok(Reply::ok())
         }
-        "command" => Ok(Reply::Array(vec![])),
+        "command" => command::command(a),
         "publish" => Ok(Reply::Int(shared.pubsub.publish(arg(a, 0), arg(a, 1)))),
         "pubsub" => pubsub(shared, a),
         n if is_blocking(n) => blocking::run_in_exec(shared, tx, db, name, a),
         "lmpop" | "zmpop" => mpop::run(shared, tx, db, name, a),
         "config" => config::config(shared, a),
-        "info" => keys::info(shared, tx, a),
+        "slowlog" => introspect::slowlog(shared, a),
+        "latency" => introspect::latency(a),
+        "debug" => introspect::debug(a),
+        "object" => introspect::object(tx, db, a),
+        "memory" => introspect::memory(tx, db, a),
+        "info" => info::info(shared, tx, a),
         "get" | "set" | "mget" | "mset" | "setnx" | "getset" | "getdel" | "incr" | "decr"
         | "incrby" | "decrby" | "append" | "strlen" | "setex" | "psetex" | "msetnx"
         | "incrbyfloat" => strings::run(tx, db, name, a),

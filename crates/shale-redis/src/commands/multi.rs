@@ -21,10 +21,12 @@ pub fn refused(conn: &mut Conn) {
     }
 }
 
-/// EXEC itself refused (arity) inside MULTI: Redis discards the
-/// transaction and answers EXECABORT with the reason.
+/// EXEC itself refused (arity, NOAUTH), in MULTI or not: Redis discards
+/// the transaction and the WATCHes and answers EXECABORT with the reason.
 pub fn exec_refused(shared: &Shared, conn: &mut Conn, why: &Reply) -> Option<Reply> {
-    conn.multi.take()?;
+    // Redis's rejectCommand: a refused EXEC always answers EXECABORT, in
+    // MULTI or not.
+    conn.multi = None;
     conn.multi_failed = false;
     unwatch_all(shared, conn);
     let Reply::Error(msg) = why else {

@@ -346,7 +346,9 @@ pub fn run(shared: &Shared, tx: &mut Tx, db: u8, name: &str, a: &[Vec<u8>]) -> C
         | "zrevrangebyscore" | "zremrangebyscore" | "zremrangebyrank" | "zremrangebylex" => {
             range::run(tx, db, name, a)
         }
-        "zunionstore" | "zinterstore" | "zdiffstore" => algebra::run(tx, db, name, a),
+        "zunionstore" | "zinterstore" | "zdiffstore" | "zunion" | "zinter" | "zdiff" => {
+            algebra::run(tx, db, name, a)
+        }
         "zrandmember" => super::random::run(tx, db, name, a),
         "zscan" => {
             let cursor = super::scan::parse_cursor(arg(a, 1))?;

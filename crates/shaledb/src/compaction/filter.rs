@@ -36,6 +36,23 @@ pub trait CompactionFilter: Send {
     /// keeps it. Must not fail: a value the filter does not understand is
     /// kept as it is.
     fn change_value(&mut self, user_key: &[u8], value: &[u8]) -> Option<Vec<u8>>;
+
+    /// `true` drops the entry (a put, or a pointer into a value file) of
+    /// `user_key` at sequence `seq` that the merge would otherwise keep;
+    /// asked before [`CompactionFilter::change_value`]. The default keeps
+    /// everything.
+    ///
+    /// Contract (the engine cannot check it): only for an entry that no
+    /// reader can need, now or later, including every live snapshot at or
+    /// above `seq` (see [`crate::Db::oldest_snapshot_sequence`]). A merge
+    /// does not hold every version of a key, so dropping the newest one it
+    /// holds may uncover an older version in a level below: the filter must
+    /// drop only keys whose every version is unreadable (the Redis
+    /// endpoint drops sub-records of a key version that is gone for good).
+    fn drop_entry(&mut self, user_key: &[u8], seq: u64) -> bool {
+        let _ = (user_key, seq);
+        false
+    }
 }
 
 /// Holds a job's filter until the job's edit is installed (a field of

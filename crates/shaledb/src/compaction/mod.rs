@@ -95,6 +95,8 @@ pub struct MergeResult {
     pub blob_dead: crate::blob::dead::DeadCounts,
     /// Values the job's compaction filter replaced.
     pub values_changed: u64,
+    /// Entries the job's compaction filter dropped (`drop_entry`).
+    pub entries_dropped: u64,
     /// The job's filter, kept until the edit is installed (dropped with
     /// the result).
     pub filter: filter::FilterGuard,
@@ -331,7 +333,22 @@ fn merge_inner(
         } else {
             frags.covering_seq_at(p.user_key, gc.stripe_bound(p.seq))
         };
-        if gc.keep(p.user_key, p.seq, p.kind, covering) {
+        let keep = gc.keep(p.user_key, p.seq, p.kind, covering);
+        let dropped = keep
+            && matches!(p.kind, ValueKind::Put | ValueKind::BlobIndex)
+            && filter
+                .as_deref_mut()
+                .is_some_and(|f| f.drop_entry(p.user_key, p.seq));
+        if dropped {
+            out.res.entries_dropped += 1;
+            if p.kind == ValueKind::BlobIndex {
+                crate::blob::dead::count_dropped(
+                    &mut out.res.blob_dead,
+                    p.user_key.len(),
+                    it.value(),
+                );
+            }
+        } else if keep {
             let changed = match filter.as_deref_mut() {
                 Some(f) if p.kind == ValueKind::Put => f.change_value(p.user_key, it.value()),
                 _ => None,

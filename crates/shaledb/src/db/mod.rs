@@ -467,6 +467,17 @@ impl Db {
             .acquire_latest(&self.inner.visible_sequence)
     }
 
+    /// A snapshot at the oldest live snapshot's sequence, or at the latest
+    /// state when there is none: every reader, now or later, reads at or
+    /// above it. Taken under the snapshot list's lock, so that oldest one
+    /// cannot be released in between (a compaction filter reads here to
+    /// decide what no reader can need, `CompactionFilter::drop_entry`).
+    pub fn oldest_snapshot(&self) -> Snapshot {
+        self.inner
+            .snapshots
+            .acquire_oldest(&self.inner.visible_sequence)
+    }
+
     /// The sequence of the last acknowledged write.
     pub fn latest_sequence(&self) -> u64 {
         self.inner.visible_sequence.load(Ordering::Acquire)

@@ -28,6 +28,8 @@ pub struct RewriteStats {
     pub extents_rewritten: u64,
     /// Values the compaction filter replaced.
     pub values_changed: u64,
+    /// Entries the compaction filter dropped (`drop_entry`).
+    pub entries_dropped: u64,
 }
 
 pub(crate) fn rewrite_range(
@@ -89,6 +91,7 @@ pub(crate) fn rewrite_range(
         let r = run_compaction(inner, cf, s, false)?;
         stats.extents_rewritten += n;
         stats.values_changed += r.values_changed;
+        stats.entries_dropped += r.entries_dropped;
     }
 }
 

@@ -40,6 +40,23 @@ impl SnapshotList {
         }
     }
 
+    /// Registers a snapshot at the oldest live one's sequence, or at the
+    /// latest visible sequence when there is none (see
+    /// [`SnapshotList::acquire_latest`]); under the list's mutex, so the
+    /// oldest cannot go away before this one holds its sequence.
+    pub fn acquire_oldest(self: &Arc<Self>, visible: &std::sync::atomic::AtomicU64) -> Snapshot {
+        let mut live = self.live.lock();
+        let seq = match live.keys().next() {
+            Some(&oldest) => oldest,
+            None => visible.load(std::sync::atomic::Ordering::Acquire),
+        };
+        *live.entry(seq).or_insert(0) += 1;
+        Snapshot {
+            seq,
+            list: self.clone(),
+        }
+    }
+
     fn release(&self, seq: u64) {
         let mut live = self.live.lock();
         if let Some(n) = live.get_mut(&seq) {

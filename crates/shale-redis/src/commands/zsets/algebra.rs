@@ -1,7 +1,7 @@
-//! ZUNIONSTORE / ZINTERSTORE / ZDIFFSTORE over sorted sets and sets (a set
-//! member scores 1), with WEIGHTS and AGGREGATE, following Redis 7.0's
-//! `zunionInterDiffGenericCommand`: numkeys, then the types of every source,
-//! then the options.
+//! ZUNION / ZINTER / ZDIFF and their STORE forms over sorted sets and sets
+//! (a set member scores 1), with WEIGHTS, AGGREGATE and (not STORE)
+//! WITHSCORES, following Redis 7.0's `zunionInterDiffGenericCommand`:
+//! numkeys, then the types of every source, then the options.
 
 use super::{parse_float, put_member, save};
 use crate::commands::{arg, is_opt, parse_i64, CmdError, CmdResult};
@@ -52,22 +52,26 @@ fn combine(agg: Agg, acc: f64, v: f64) -> f64 {
 }
 
 pub fn run(tx: &mut Tx, db: u8, name: &str, a: &[Vec<u8>]) -> CmdResult {
-    let dst = arg(a, 0);
-    let n = parse_i64(arg(a, 1))?;
+    let store = name.ends_with("store");
+    let (dst, a) = match (store, a.split_first()) {
+        (true, Some((d, rest))) => (Some(d.as_slice()), rest),
+        _ => (None, a),
+    };
+    let n = parse_i64(arg(a, 0))?;
     if n < 1 {
         return Err(CmdError::Other(format!(
             "at least 1 input key is needed for '{name}' command"
         )));
     }
-    let keys_end = usize::try_from(n).ok().and_then(|n| n.checked_add(2));
-    let Some(keys) = keys_end.and_then(|e| a.get(2..e)) else {
+    let keys_end = usize::try_from(n).ok().and_then(|n| n.checked_add(1));
+    let Some(keys) = keys_end.and_then(|e| a.get(1..e)) else {
         return Err(CmdError::Syntax);
     };
-    let opts = a.get(2 + keys.len()..).unwrap_or_default();
-    tx.lock(
-        db,
-        std::iter::once(dst).chain(keys.iter().map(Vec::as_slice)),
-    );
+    let opts = a.get(1 + keys.len()..).unwrap_or_default();
+    match dst {
+        Some(d) => tx.lock(db, std::iter::once(d).chain(keys.iter().map(Vec::as_slice))),
+        None => tx.consistent_reads(),
+    }
     for k in keys {
         if let Some(m) = tx.get_meta(db, k)? {
             if m.ty != Type::ZSet && m.ty != Type::Set {
@@ -75,7 +79,8 @@ pub fn run(tx: &mut Tx, db: u8, name: &str, a: &[Vec<u8>]) -> CmdResult {
             }
         }
     }
-    let diff = name == "zdiffstore";
+    let diff = name.starts_with("zdiff");
+    let mut withscores = false;
     let mut weights = vec![1.0; keys.len()];
     let mut agg = Agg::Sum;
     let mut j = 0;
@@ -99,6 +104,9 @@ pub fn run(tx: &mut Tx, db: u8, name: &str, a: &[Vec<u8>]) -> CmdResult {
                 return Err(CmdError::Syntax);
             };
             j += 2;
+        } else if dst.is_none() && is_opt(o, "WITHSCORES") {
+            withscores = true;
+            j += 1;
         } else {
             return Err(CmdError::Syntax);
         }
@@ -117,7 +125,7 @@ pub fn run(tx: &mut Tx, db: u8, name: &str, a: &[Vec<u8>]) -> CmdResult {
     };
     let mut result: BTreeMap<Vec<u8>, f64> = BTreeMap::new();
     match name {
-        "zunionstore" => {
+        "zunion" | "zunionstore" => {
             for (src, &w) in sources.iter().zip(&weights) {
                 for (mem, &s) in src {
                     let v = weighted(s, w);
@@ -128,7 +136,7 @@ pub fn run(tx: &mut Tx, db: u8, name: &str, a: &[Vec<u8>]) -> CmdResult {
                 }
             }
         }
-        "zinterstore" => {
+        "zinter" | "zinterstore" => {
             if let Some((first, rest)) = sources.split_first() {
                 'member: for (mem, &s) in first {
                     let mut acc = weighted(s, weights.first().copied().unwrap_or(1.0));
@@ -152,6 +160,9 @@ pub fn run(tx: &mut Tx, db: u8, name: &str, a: &[Vec<u8>]) -> CmdResult {
             }
         }
     }
+    let Some(dst) = dst else {
+        return Ok(reply(result, withscores));
+    };
     tx.delete_if_live(db, dst)?;
     let count = result.len();
     if count > 0 {
@@ -162,4 +173,22 @@ pub fn run(tx: &mut Tx, db: u8, name: &str, a: &[Vec<u8>]) -> CmdResult {
         save(tx, db, dst, &mut m, count as u64);
     }
     Ok(Reply::Int(i64::try_from(count).unwrap_or(i64::MAX)))
+}
+
+/// The non-STORE reply: members by score, ties by member bytes (Redis's
+/// skiplist order), with their scores as [member, score] pairs in RESP3.
+fn reply(result: BTreeMap<Vec<u8>, f64>, withscores: bool) -> Reply {
+    let mut v: Vec<(Vec<u8>, f64)> = result.into_iter().collect();
+    // Stable, and the map iterated in member order: ties (-0 and 0 too,
+    // as Redis compares them) stay by member.
+    v.sort_by(|x, y| x.1.partial_cmp(&y.1).unwrap_or(std::cmp::Ordering::Equal));
+    if withscores {
+        Reply::Pairs(
+            v.into_iter()
+                .map(|(m, s)| (Reply::Bulk(m), Reply::Double(s)))
+                .collect(),
+        )
+    } else {
+        Reply::Array(v.into_iter().map(|(m, _)| Reply::Bulk(m)).collect())
+    }
 }
