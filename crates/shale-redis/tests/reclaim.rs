@@ -59,6 +59,7 @@ fn sub_records(db: &Db, snapshot: Option<Snapshot>) -> (usize, usize) {
             snapshot: snapshot.clone(),
             lower_bound: Some(lo.to_vec()),
             upper_bound: Some(hi.to_vec()),
+            ..ReadOptions::default()
         };
         let mut it = db.iter_cf(&ro, cf).unwrap();
         it.seek_to_first().unwrap();
