@@ -482,7 +482,8 @@ impl ExtentReader {
         ExtentIterator::new(self.clone(), CachePriority::High)
     }
 
-    /// [`ExtentReader::iter`] caching the data blocks it reads at `priority`.
+    /// Two-level iterator over the point entries, caching the data blocks it
+    /// reads on a miss at `priority`.
     pub fn iter_with(self: &Arc<Self>, priority: CachePriority) -> ExtentIterator {
         ExtentIterator::new(self.clone(), priority)
     }

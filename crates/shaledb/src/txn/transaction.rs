@@ -488,7 +488,7 @@ impl Txn {
         self.iter_cf_with(cf, lower, upper, crate::CachePriority::High)
     }
 
-    /// [`Transaction::iter_cf`] caching the blocks it reads at `priority`
+    /// [`Self::iter_cf`] caching the blocks it reads at `priority`
     /// (`Low` for a bulk scan: see [`crate::CachePriority`]).
     pub fn iter_cf_with(
         &self,
