@@ -72,6 +72,9 @@ pub enum Error {
     UnknownVariable(String),
     #[error("Variable '{0}' can't be set to the value of '{1}'")]
     BadVariableValue(String, String),
+    /// A value of the wrong type for a variable (a string for a number).
+    #[error("Incorrect argument type to variable '{0}'")]
+    WrongTypeForVariable(String),
     #[error("Incorrect table definition; {0}")]
     BadTableDefinition(String),
     #[error("Too big precision {0} specified; maximum is 38")]
@@ -142,6 +145,7 @@ impl Error {
             Error::WrongArguments(_) => 1210,
             Error::UnknownVariable(_) => 1193,
             Error::BadVariableValue(..) => 1231,
+            Error::WrongTypeForVariable(_) => 1232,
             Error::BadTableDefinition(_) => 1075,
             Error::TooBigPrecision(_) => 1426,
             Error::PlaceholderCount(_) => 1210,
@@ -184,6 +188,7 @@ impl Error {
             1136 => "21S01",
             1241 | 1242 => "21000",
             1213 => "40001",
+            1231 | 1232 => "42000",
             1317 => "70100",
             1397 | 1399 => "XAE04",
             1792 => "25006",

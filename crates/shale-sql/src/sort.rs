@@ -115,7 +115,10 @@ impl Limits {
         };
         let n = match v {
             Datum::Int(_) | Datum::UInt(_) | Datum::Decimal(_) => v.to_i128().ok_or_else(bad)?,
-            _ => return Err(bad()),
+            // MySQL: a string (or any non-number) is the wrong type (1232),
+            // not a wrong value (1231).
+            Datum::Null => return Err(bad()),
+            _ => return Err(crate::error::Error::WrongTypeForVariable(name.to_owned())),
         };
         let n = usize::try_from(n.max(0)).unwrap_or(usize::MAX).max(min);
         Ok(Datum::Int(i64::try_from(n).unwrap_or(i64::MAX)))

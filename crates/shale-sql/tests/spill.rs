@@ -336,7 +336,8 @@ fn sorts_spill_only_past_sort_buffer_size() {
         s.execute("SET sort_buffer_size = 'big'")
             .unwrap_err()
             .mysql_code(),
-        1231
+        1232,
+        "a string for a number is the wrong type, as in MySQL"
     );
     std::fs::remove_file(dir.path().join("tmp")).unwrap();
 }
