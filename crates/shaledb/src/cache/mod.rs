@@ -49,9 +49,10 @@ pub enum CachePriority {
     /// As the most recently used entry (point reads, short range scans).
     #[default]
     High,
-    /// As the least recently used entry of its shard, for bulk scans (a
-    /// full-table aggregate, an index build): it takes free room, but a scan
-    /// larger than the cache does not push out what was cached before it.
+    /// At the midpoint of its shard's LRU list, for bulk scans (a full-table
+    /// aggregate, an index build): it takes free room, but a scan larger
+    /// than the cache cycles through the old segment only and does not push
+    /// out what was cached before it (see `lru.rs`).
     /// InnoDB's midpoint insertion and RocksDB's `fill_cache = false` serve
     /// the same end.
     Low,
@@ -162,10 +163,10 @@ impl BlockCache {
         self.shard(&key).lock().insert(key, block, charge);
     }
 
-    /// Caches `block` under `key` as the least recently used entry of its
-    /// shard (low priority, for blocks a bulk scan reads): it takes free
-    /// room, but when the shard is full it is the next to go, so a scan
-    /// larger than the cache does not flush the cache (see `lru.rs`).
+    /// Caches `block` under `key` at the midpoint of its shard's LRU list
+    /// (low priority, for blocks a bulk scan reads): it takes free room, but
+    /// once the shard is full it goes before anything in the young segment,
+    /// so a scan larger than the cache does not flush the cache (see `lru.rs`).
     pub fn insert_low_priority(&self, key: CacheKey, block: Arc<Block>) {
         let charge = block.memory_usage() + ENTRY_OVERHEAD;
         self.shard(&key).lock().insert_cold(key, block, charge);
