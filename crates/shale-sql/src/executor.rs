@@ -12,6 +12,7 @@ use crate::expr::{BExpr, EvalCx, SubqueryCache};
 use crate::index;
 use crate::output::{conform, ColumnMeta};
 use crate::result::{Collect, Pipeline, ResultSink, Shape};
+use crate::scan::RowDecoder;
 use crate::select::SelectPlan;
 use crate::sort::{row_bytes, Limits};
 use crate::types::{Datum, Decimal};
@@ -56,12 +57,28 @@ pub const TMP_DIR: &str = "tmp";
 /// already read and locked by UPDATE/DELETE/FOR UPDATE).
 pub type Rows = Vec<(Vec<u8>, Vec<Datum>)>;
 
+/// Receives a range's rows (`Executor::read_range`): the primary key and
+/// the reused row buffer; false stops.
+pub type RangeVisitor<'a> = dyn FnMut(&[u8], &mut Vec<Datum>) -> Result<bool> + 'a;
+
 /// Receives joined rows with their tables' primary keys; false stops.
 pub type RowSink<'a> = dyn FnMut(&[Datum], &[Vec<u8>]) -> Result<bool> + 'a;
 
 /// A hash-join table: rows (primary key and values) by join-key.
 type HashTable = HashMap<Vec<u8>, Vec<(Vec<u8>, Vec<Datum>)>>;
 type SharedHashTable = std::rc::Rc<HashTable>;
+
+/// The state of one nested-loop walk (`Executor::level`): the joined row
+/// being built, the primary keys of its tables' rows, where rows go.
+struct Level<'p, 's> {
+    plan: &'p SelectPlan,
+    /// Copy each table's primary key out for the sink (UPDATE, DELETE and
+    /// locking reads use them; a SELECT does not).
+    want_keys: bool,
+    row: &'p mut Vec<Datum>,
+    keys: &'p mut Vec<Vec<u8>>,
+    sink: &'p mut RowSink<'s>,
+}
 
 /// Result columns and rows.
 pub type ResultSet = (Vec<ColumnMeta>, Vec<Vec<Datum>>);
@@ -124,19 +141,23 @@ impl<'a> Executor<'a> {
     }
 
     /// Reads the rows of `def` in `range`, calling `f(pk_key, row)` until
-    /// it returns false. Returns false if stopped early.
+    /// it returns false. Returns false if stopped early. `row` is one
+    /// buffer reused for every row of the range (decoded in place, strings
+    /// into the allocations its slots hold): `f` may take its values, or
+    /// swap them with its own (see `level`), and the next row overwrites
+    /// whatever it left.
     pub fn read_range(
         &self,
         def: &TableDef,
         needed: Option<&[bool]>,
         range: &KeyRange,
-        f: &mut dyn FnMut(Vec<u8>, Vec<Datum>) -> Result<bool>,
+        f: &mut RangeVisitor<'_>,
     ) -> Result<bool> {
         let cf = self.cat.data_cf;
         match range {
             KeyRange::Empty => Ok(true),
             KeyRange::Point(key) => match self.txn.get_cf(cf, key)? {
-                Some(v) => f(key.clone(), def.decode_row_projected(&v, needed)?),
+                Some(v) => f(key, &mut def.decode_row_projected(&v, needed)?),
                 None => Ok(true),
             },
             KeyRange::Range {
@@ -151,6 +172,12 @@ impl<'a> Executor<'a> {
                     table: def.qualified(),
                     reason: "index out of range".into(),
                 })?;
+                let bad = || Error::RowCorrupt {
+                    table: def.qualified(),
+                    reason: format!("bad entry in index {}", index.name),
+                };
+                let decoder = RowDecoder::new(def, needed);
+                let mut row = Vec::new();
                 let mut it = self.txn.iter_cf(cf, Some(lo), hi.as_deref())?;
                 if *reverse {
                     it.seek_to_last()?;
@@ -163,28 +190,18 @@ impl<'a> Executor<'a> {
                     if n.is_multiple_of(1024) {
                         self.check_interrupt()?;
                     }
-                    let (key, row) = if index.primary {
-                        (
-                            it.key().to_vec(),
-                            def.decode_row_projected(it.value(), needed)?,
-                        )
+                    let go = if index.primary {
+                        decoder.decode(it.value(), &mut row)?;
+                        f(it.key(), &mut row)?
                     } else if *covering {
-                        let bad = || Error::RowCorrupt {
-                            table: def.qualified(),
-                            reason: format!("bad entry in index {}", index.name),
-                        };
-                        let row = index::covering_row(def, index, it.key(), it.value())
+                        row = index::covering_row(def, index, it.key(), it.value())
                             .ok_or_else(bad)?;
                         let pk =
                             index::pk_of_entry(def, index, it.key(), it.value()).ok_or_else(bad)?;
-                        (index::pk_key(def, &pk), row)
+                        f(&index::pk_key(def, &pk), &mut row)?
                     } else {
-                        let pk = index::pk_of_entry(def, index, it.key(), it.value()).ok_or_else(
-                            || Error::RowCorrupt {
-                                table: def.qualified(),
-                                reason: format!("bad entry in index {}", index.name),
-                            },
-                        )?;
+                        let pk =
+                            index::pk_of_entry(def, index, it.key(), it.value()).ok_or_else(bad)?;
                         let key = index::pk_key(def, &pk);
                         let bytes =
                             self.txn
@@ -193,9 +210,10 @@ impl<'a> Executor<'a> {
                                     table: def.qualified(),
                                     reason: format!("index {} names a missing row", index.name),
                                 })?;
-                        (key, def.decode_row_projected(&bytes, needed)?)
+                        decoder.decode(&bytes, &mut row)?;
+                        f(&key, &mut row)?
                     };
-                    if !f(key, row)? {
+                    if !go {
                         return Ok(false);
                     }
                     if *reverse {
@@ -229,6 +247,7 @@ impl<'a> Executor<'a> {
         let mut table = HashTable::new();
         let mut bytes = 0usize;
         let complete = self.read_range(&t.def, t.needed.as_deref(), &range, &mut |k, r| {
+            let (k, r) = (k.to_vec(), std::mem::take(r));
             let key: Vec<Datum> = h
                 .inner
                 .iter()
@@ -270,9 +289,38 @@ impl<'a> Executor<'a> {
         first: Option<&Rows>,
         sink: &mut RowSink<'_>,
     ) -> Result<()> {
+        self.rows(plan, first, true, sink)
+    }
+
+    /// As [`Self::for_each_row`] for a sink that ignores the primary keys
+    /// (they are not copied out of the iterator: one allocation less per
+    /// row of a SELECT).
+    pub fn for_each_row_values(
+        &self,
+        plan: &SelectPlan,
+        first: Option<&Rows>,
+        sink: &mut dyn FnMut(&[Datum]) -> Result<bool>,
+    ) -> Result<()> {
+        self.rows(plan, first, false, &mut |row, _| sink(row))
+    }
+
+    fn rows(
+        &self,
+        plan: &SelectPlan,
+        first: Option<&Rows>,
+        want_keys: bool,
+        sink: &mut RowSink<'_>,
+    ) -> Result<()> {
         let mut row = vec![Datum::Null; plan.width];
         let mut keys = Vec::with_capacity(plan.tables.len());
-        self.level(plan, 0, first, &mut row, &mut keys, sink)?;
+        let mut cx = Level {
+            plan,
+            want_keys,
+            row: &mut row,
+            keys: &mut keys,
+            sink,
+        };
+        self.level(&mut cx, 0, first)?;
         Ok(())
     }
 
@@ -285,50 +333,79 @@ impl<'a> Executor<'a> {
         Ok(true)
     }
 
-    fn level(
-        &self,
-        plan: &SelectPlan,
-        i: usize,
-        first: Option<&Rows>,
-        row: &mut Vec<Datum>,
-        keys: &mut Vec<Vec<u8>>,
-        sink: &mut RowSink<'_>,
-    ) -> Result<bool> {
+    fn passes_refs(&self, conds: &[&BExpr], row: &[Datum]) -> Result<bool> {
+        for c in conds {
+            if self.with_cx(&[], |cx| c.eval(row, cx))?.truth() != Some(true) {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// The nested loop at table `i` of the plan: each of its rows (from
+    /// `first` for the first table if given, its virtual rows, its hash
+    /// table, or its access path) goes into `cx.row` and on to the next
+    /// table; past the last table, the WHERE conjuncts left and the sink.
+    fn level(&self, cx: &mut Level<'_, '_>, i: usize, first: Option<&Rows>) -> Result<bool> {
+        let plan = cx.plan;
         let Some(t) = plan.tables.get(i) else {
-            if !self.passes(&plan.filter, row)? {
+            if !self.passes(&plan.filter, cx.row)? {
                 return Ok(true);
             }
-            return sink(row, keys);
+            return (cx.sink)(cx.row, cx.keys);
         };
         let n = t.def.columns.len();
+        // A lone table read by its access path skips the conjuncts its key
+        // range already guarantees (`id BETWEEN ? AND ?` on the primary
+        // key): positions are table positions when it is the only table.
+        let residual: Vec<&BExpr> = if plan.tables.len() == 1
+            && first.is_none()
+            && t.virtual_rows.is_none()
+            && t.hash.is_none()
+        {
+            self.with_cx(&[], |ecx| {
+                crate::scan::residual_filters(&t.def, t.path.as_ref(), t.filters.iter(), ecx)
+            })?
+        } else {
+            t.filters.iter().collect()
+        };
         let mut matched = false;
-        let mut visit = |key: Vec<u8>,
-                         trow: Vec<Datum>,
-                         row: &mut Vec<Datum>,
-                         keys: &mut Vec<Vec<u8>>|
-         -> Result<bool> {
-            for (slot, v) in row.iter_mut().skip(t.offset).take(n).zip(trow) {
-                *slot = v;
-            }
-            if let Some(on) = &t.on {
-                if self.with_cx(&[], |cx| on.eval(row, cx))?.truth() != Some(true) {
+        let mut visit =
+            |key: &[u8], trow: &mut Vec<Datum>, cx: &mut Level<'_, '_>| -> Result<bool> {
+                // Swapped, not copied: the row buffer keeps the last row's
+                // values, whose allocations the next decode reuses.
+                for (slot, v) in cx
+                    .row
+                    .iter_mut()
+                    .skip(t.offset)
+                    .take(n)
+                    .zip(trow.iter_mut())
+                {
+                    std::mem::swap(slot, v);
+                }
+                if let Some(on) = &t.on {
+                    if self.with_cx(&[], |ecx| on.eval(cx.row, ecx))?.truth() != Some(true) {
+                        return Ok(true);
+                    }
+                }
+                matched = true;
+                if !self.passes_refs(&residual, cx.row)? {
                     return Ok(true);
                 }
-            }
-            matched = true;
-            if !self.passes(&t.filters, row)? {
-                return Ok(true);
-            }
-            keys.push(key);
-            let go = self.level(plan, i + 1, None, row, keys, sink)?;
-            keys.pop();
-            Ok(go)
-        };
+                cx.keys.push(if cx.want_keys {
+                    key.to_vec()
+                } else {
+                    Vec::new()
+                });
+                let go = self.level(cx, i + 1, None)?;
+                cx.keys.pop();
+                Ok(go)
+            };
         let go = match (i, first) {
             (0, Some(rows)) => {
                 let mut go = true;
                 for (k, r) in rows {
-                    if !visit(k.clone(), r.clone(), row, keys)? {
+                    if !visit(k, &mut r.clone(), cx)? {
                         go = false;
                         break;
                     }
@@ -338,7 +415,7 @@ impl<'a> Executor<'a> {
             _ if t.virtual_rows.is_some() => {
                 let mut go = true;
                 for r in t.virtual_rows.iter().flat_map(|v| v.iter()) {
-                    if !visit(Vec::new(), r.clone(), row, keys)? {
+                    if !visit(&[], &mut r.clone(), cx)? {
                         go = false;
                         break;
                     }
@@ -350,13 +427,13 @@ impl<'a> Executor<'a> {
                     let key: Vec<Datum> = h
                         .outer
                         .iter()
-                        .map(|c| row.get(*c).cloned().unwrap_or(Datum::Null))
+                        .map(|c| cx.row.get(*c).cloned().unwrap_or(Datum::Null))
                         .collect();
                     let mut go = true;
                     // A NULL key equals nothing.
                     if !key.iter().any(Datum::is_null) {
                         for (k, r) in table.get(&group_key(&key)).into_iter().flatten() {
-                            if !visit(k.clone(), r.clone(), row, keys)? {
+                            if !visit(k, &mut r.clone(), cx)? {
                                 go = false;
                                 break;
                             }
@@ -365,11 +442,11 @@ impl<'a> Executor<'a> {
                     go
                 }
                 _ => {
-                    let range = self.with_cx(&[], |cx| {
-                        access::key_range(&t.def, t.path.as_ref(), row, cx)
+                    let range = self.with_cx(&[], |ecx| {
+                        access::key_range(&t.def, t.path.as_ref(), cx.row, ecx)
                     })?;
                     self.read_range(&t.def, t.needed.as_deref(), &range, &mut |k, r| {
-                        visit(k, r, row, keys)
+                        visit(k, r, cx)
                     })?
                 }
             },
@@ -378,15 +455,15 @@ impl<'a> Executor<'a> {
             return Ok(false);
         }
         if t.left && !matched {
-            for slot in row.iter_mut().skip(t.offset).take(n) {
+            for slot in cx.row.iter_mut().skip(t.offset).take(n) {
                 *slot = Datum::Null;
             }
-            if !self.passes(&t.filters, row)? {
+            if !self.passes(&t.filters, cx.row)? {
                 return Ok(true);
             }
-            keys.push(Vec::new());
-            let go = self.level(plan, i + 1, None, row, keys, sink)?;
-            keys.pop();
+            cx.keys.push(Vec::new());
+            let go = self.level(cx, i + 1, None)?;
+            cx.keys.pop();
             return Ok(go);
         }
         Ok(true)
@@ -467,7 +544,7 @@ impl<'a> Executor<'a> {
                 out.push(keys, vals)?;
             }
         } else {
-            self.for_each_row(plan, first, &mut |row, _| {
+            self.for_each_row_values(plan, first, &mut |row| {
                 let (keys, vals) = self.project(plan, row, &[])?;
                 out.push(keys, vals)
             })?;

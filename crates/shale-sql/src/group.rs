@@ -53,7 +53,7 @@ impl Executor<'_> {
                     let bound = self.limits.tmp_table;
                     let per_group = GROUP_BYTES + STATE_BYTES * plan.aggs.len();
                     let mut overflow = false;
-                    self.for_each_row(plan, first, &mut |row, _| {
+                    self.for_each_row_values(plan, first, &mut |row| {
                         let before = acc.groups.len();
                         self.with_cx(&[], |cx| {
                             acc.feed(&plan.group_by, &plan.aggs, row, &|e| e.eval(row, cx))
@@ -115,7 +115,7 @@ impl Executor<'_> {
         out: &mut Pipeline<'_, '_>,
     ) -> Result<()> {
         let mut sorter = Sorter::new(vec![false], self.limits.sort_buffer, None, self.tmpdir());
-        self.for_each_row(plan, first, &mut |row, _| {
+        self.for_each_row_values(plan, first, &mut |row| {
             let key = self.with_cx(&[], |cx| {
                 plan.group_by
                     .iter()

@@ -71,9 +71,7 @@ pub fn partitions(
             .all(|a| !a.distinct && a.arg.as_ref().is_none_or(simple))
         && plan.group_by.iter().all(simple)
         && plan.filter.iter().chain(&t.filters).all(simple);
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(8);
+    let threads = cores().min(8);
     if !eligible || threads < 2 {
         return Ok(None);
     }
@@ -105,6 +103,19 @@ pub fn partitions(
     else {
         return Ok(None);
     };
+    let value = |k: &[u8]| keycodec::decode(k.get(4..)?, &col.ty).and_then(|(d, _)| d.to_i128());
+    // A range bounded on both ends by values (`id BETWEEN ? AND ?`) that
+    // is too narrow to split is known without touching the engine.
+    if let Some(span) = hi
+        .as_deref()
+        .and_then(value)
+        .zip(value(&lo))
+        .map(|(b, a)| b - a)
+    {
+        if span / MIN_SPAN_PER_PARTITION < 2 {
+            return Ok(None);
+        }
+    }
     // The first and last key in the range bound the values to split.
     let db = ex.cat.engine();
     let ro = ReadOptions {
@@ -133,7 +144,6 @@ pub fn partitions(
     } else {
         return Ok(None);
     };
-    let value = |k: &[u8]| keycodec::decode(k.get(4..)?, &col.ty).and_then(|(d, _)| d.to_i128());
     let (Some(a), Some(b)) = (value(&first_key), value(&last_key)) else {
         return Ok(None);
     };
@@ -162,6 +172,14 @@ pub fn partitions(
         out.push((lo.clone(), hi));
     }
     Ok(Some(out))
+}
+
+/// The cores this process may use, looked up once: `available_parallelism`
+/// reads the cgroup's CPU quota from files on each call (a few system calls
+/// per statement under sysbench's `SUM` ranges).
+fn cores() -> usize {
+    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
 }
 
 /// Scans `parts` on one thread each and merges their partial groups.

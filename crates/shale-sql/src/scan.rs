@@ -174,7 +174,8 @@ fn flip(op: BinOp) -> BinOp {
 /// by the same value and inclusiveness, the value converting exactly (as
 /// `access::key_range` bounds it). An upper bound alone leaves the NULL
 /// entries (which sort first) in the range, so it guarantees the conjunct
-/// only for a NOT NULL column.
+/// only for a NOT NULL column. `col BETWEEN a AND b` is guaranteed when
+/// the range is `[a, b]` on both ends.
 pub fn residual_filters<'p>(
     def: &TableDef,
     path: Option<&AccessPath>,
@@ -225,6 +226,18 @@ pub fn residual_filters<'p>(
             },
             _ => None,
         };
+        if let BExpr::Between(x, a, b, false) = f {
+            // `col BETWEEN a AND b`: both ends must be the range's.
+            if matches!(x.as_ref(), BExpr::Col(c) if *c == col) && constant(a) && constant(b) {
+                let from = convert(a)?.map(|d| (d, true));
+                let to = convert(b)?.map(|d| (d, true));
+                if lo.is_some() && hi.is_some() && from == lo && to == hi {
+                    continue;
+                }
+            }
+            out.push(f);
+            continue;
+        }
         let implied = match side {
             Some((op, v)) => {
                 let want = |incl: bool| -> Result<Option<(Datum, bool)>> {

@@ -368,7 +368,12 @@ impl<'t> TxnIterator<'t> {
     }
 
     /// After a forward seek from `lo`: `[lo, succ(p))`, or `[lo, U)` if exhausted.
+    /// Without a read set (below Serializable) no segment is kept, so
+    /// `next`/`prev` widen nothing and allocate nothing per step.
     fn start_forward_segment(&mut self, lo: Vec<u8>) {
+        if self.reads.is_none() {
+            return;
+        }
         let hi = match self.cur {
             Some(_) => Some(succ(self.key())),
             None => self.upper.clone(),
@@ -379,6 +384,9 @@ impl<'t> TxnIterator<'t> {
 
     /// After a backward seek up to `hi`: `[p, hi)`, or `[L, hi)` if exhausted.
     fn start_reverse_segment(&mut self, hi: Option<Vec<u8>>) {
+        if self.reads.is_none() {
+            return;
+        }
         let lo = match self.cur {
             Some(_) => self.key().to_vec(),
             None => self.lower.clone().unwrap_or_default(),
