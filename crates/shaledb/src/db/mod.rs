@@ -774,6 +774,18 @@ impl Db {
     ) -> Result<Option<crate::types::SequenceNumber>> {
         read::latest_seq_of(&self.inner, cf, key)
     }
+
+    /// See `read::get_newest`: the newest version's sequence of `key` and,
+    /// if it is at or below `snapshot`, its value.
+    pub(crate) fn get_newest(
+        &self,
+        cf: CfId,
+        key: &[u8],
+        snapshot: crate::types::SequenceNumber,
+        value: &mut Vec<u8>,
+    ) -> Result<(crate::types::SequenceNumber, bool)> {
+        read::get_newest(&self.inner, cf, key, snapshot, value)
+    }
 }
 
 /// Test hooks that drive background work by hand (feature `test-hooks`).

@@ -89,6 +89,51 @@ pub(crate) fn get_into(
     })
 }
 
+/// For a writer that holds `key`'s exclusive lock: the sequence of the newest
+/// version of `key` (as [`latest_seq_of`]; 0 if none) and, when that is at
+/// or below `snapshot`, whether the key has a value there, in `value`
+/// (cleared first; a value file's value read as `get_into` reads it). One
+/// lookup serves the first-committer-wins check and the read that follows
+/// it: with nothing newer than the snapshot, the newest version is the one
+/// the snapshot sees.
+pub(crate) fn get_newest(
+    inner: &Arc<DbInner>,
+    cf: u32,
+    key: &[u8],
+    snapshot: SequenceNumber,
+    value: &mut Vec<u8>,
+) -> Result<(SequenceNumber, bool)> {
+    value.clear();
+    inner.check_open()?;
+    let blobs = inner.blobs.as_deref();
+    let before = crate::blob::FileView::start(blobs);
+    inner.sv.with(|sv| {
+        let files = crate::blob::FileView::finish(blobs, before);
+        let cfs = sv
+            .cfs
+            .get(&cf)
+            .ok_or_else(|| Error::ColumnFamilyNotFound(cf.to_string()))?;
+        inner.stats.gets.add(1);
+        let (hit, max_tomb) = newest_in_cf(cfs, key, MAX_SEQUENCE, value)?;
+        let newest = hit.as_ref().map_or(0, |h| h.seq).max(max_tomb);
+        if newest > snapshot {
+            value.clear();
+            return Ok((newest, false));
+        }
+        match hit.and_then(|h| resolve(h, max_tomb)) {
+            Some(ValueKind::BlobIndex) => {
+                *value = crate::blob::reader::read_value(&files, &inner.dir, key, value)?;
+                Ok((newest, true))
+            }
+            Some(_) => Ok((newest, true)),
+            None => {
+                value.clear();
+                Ok((newest, false))
+            }
+        }
+    })
+}
+
 /// Resolves a hit against the newest covering range tombstone seen so far:
 /// the kind (`Put` or `BlobIndex`; the stored value is the hit's), or `None`.
 fn resolve(hit: Hit, max_tombstone: SequenceNumber) -> Option<ValueKind> {

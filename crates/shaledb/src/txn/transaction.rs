@@ -108,7 +108,14 @@ pub struct Txn {
     /// Own writes, applied at commit. Reads look here first.
     buffer: Buffer,
     /// Every row lock granted to this transaction (released at the end).
+    /// Invariant: under SI/Serializable a key here was checked for write
+    /// conflicts after its lock was granted; unless it is in `unverified`,
+    /// the check passed, and it cannot fail later (every writer of the key
+    /// needs this lock first), so writes to it skip the check.
     locked: BTreeSet<(CfId, Vec<u8>)>,
+    /// Locked keys whose check under the lock did not pass (a version newer
+    /// than the snapshot, or an error): checked again on every write.
+    unverified: BTreeSet<(CfId, Vec<u8>)>,
     /// Open savepoints, oldest first: the length of `undo` when each was set.
     savepoints: Vec<usize>,
     /// While a savepoint is open: each buffered write's key and what the
@@ -150,6 +157,7 @@ impl Db {
             snapshot,
             buffer: BTreeMap::new(),
             locked: BTreeSet::new(),
+            unverified: BTreeSet::new(),
             savepoints: Vec::new(),
             undo: Vec::new(),
             finished: false,
@@ -207,7 +215,14 @@ impl Txn {
     /// after the snapshot fails with [`Error::WriteConflict`], so the value
     /// returned is also the latest committed one.
     pub fn get_for_update_cf(&mut self, cf: CfId, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        self.lock_for_write(cf, key)?;
+        if let Some(value) = self.lock_and_check(cf, key, true)? {
+            // Freshly locked: nothing of ours is buffered for the key yet
+            // (a buffered write locked it before).
+            if self.records_reads() {
+                self.reads.borrow_mut().add_point(cf, key);
+            }
+            return Ok(value);
+        }
         self.get_cf(cf, key)
     }
 
@@ -368,6 +383,7 @@ impl Txn {
         // The registry owns the locks now.
         self.finished = true;
         self.locked.clear();
+        self.unverified.clear();
         self.shared.clear();
         self.buffer.clear();
         self.savepoints.clear();
@@ -413,25 +429,68 @@ impl Txn {
     /// Takes the exclusive row lock on `(cf, key)` and, under SI, checks that
     /// nobody committed the key after the snapshot (first committer wins). On
     /// a conflict the lock stays held until the transaction ends.
+    ///
+    /// One lookup of the key's newest version in the common case: the lock
+    /// is tried without waiting first, and once granted and checked, later
+    /// writes of the key check nothing (see `locked`). Only a lock that must
+    /// be waited for is checked before the wait as well: a version newer
+    /// than the snapshot can only stay newer, so fail now rather than after
+    /// queueing behind the lock's holder (who would commit past our snapshot
+    /// anyway on a hot row).
     fn lock_for_write(&mut self, cf: CfId, key: &[u8]) -> Result<()> {
+        self.lock_and_check(cf, key, false).map(|_| ())
+    }
+
+    /// [`Self::lock_for_write`]; with `read`, also the key's value at the
+    /// snapshot when the check under a freshly granted lock looked it up
+    /// (`Some(None)`: no value), so the caller need not read it again.
+    fn lock_and_check(
+        &mut self,
+        cf: CfId,
+        key: &[u8],
+        read: bool,
+    ) -> Result<Option<Option<Vec<u8>>>> {
         self.check_active()?;
         let entry = (cf, key.to_vec());
-        if !self.locked.contains(&entry) {
-            // A version newer than the snapshot can only stay newer: fail
-            // now rather than after queueing behind the lock's holder (who
-            // would commit past our snapshot anyway on a hot row).
-            self.check_write_conflict(cf, key)?;
-            self.db.lock_manager().lock(
-                self.id,
-                cf,
-                key,
-                LockMode::Exclusive,
-                self.opts.lock_wait_timeout,
-            )?;
-            self.locked.insert(entry);
+        if self.locked.contains(&entry) {
+            if self.unverified.contains(&entry) {
+                self.check_write_conflict(cf, key)?;
+                self.unverified.remove(&entry);
+            }
+            return Ok(None);
         }
-        // Again under the lock: a commit may have landed while we waited.
-        self.check_write_conflict(cf, key)
+        let locks = self.db.lock_manager();
+        match locks.lock(self.id, cf, key, LockMode::Exclusive, Duration::ZERO) {
+            Ok(()) => {}
+            Err(Error::LockTimeout { .. }) => {
+                self.check_write_conflict(cf, key)?;
+                locks.lock(
+                    self.id,
+                    cf,
+                    key,
+                    LockMode::Exclusive,
+                    self.opts.lock_wait_timeout,
+                )?;
+            }
+            Err(e) => return Err(e),
+        }
+        self.locked.insert(entry);
+        // Under the lock: a commit may have landed before it was granted.
+        let Some(snap) = self.snapshot.as_ref().map(Snapshot::sequence) else {
+            return Ok(None);
+        };
+        let mut value = Vec::new();
+        match self.db.get_newest(cf, key, snap, &mut value) {
+            Ok((newest, found)) if newest <= snap => Ok(read.then(|| found.then_some(value))),
+            Ok(_) => {
+                self.unverified.insert((cf, key.to_vec()));
+                Err(Error::WriteConflict { key: key.to_vec() })
+            }
+            Err(e) => {
+                self.unverified.insert((cf, key.to_vec()));
+                Err(e)
+            }
+        }
     }
 
     /// First committer wins (SI and Serializable): `WriteConflict` if `key`
@@ -455,6 +514,7 @@ impl Txn {
         self.buffer.clear();
         self.savepoints.clear();
         self.undo.clear();
+        self.unverified.clear();
         let mut held = std::mem::take(&mut self.locked);
         held.append(&mut self.shared);
         let keys: Vec<(CfId, Vec<u8>)> = held.into_iter().collect();

@@ -235,3 +235,74 @@ fn empty_commit_writes_nothing() {
     t.commit().unwrap();
     assert_eq!(db.latest_sequence(), before);
 }
+
+/// The check under a freshly granted lock reads the key once and hands its
+/// value to `get_for_update`; later writes of the locked key look nothing
+/// up (the lock keeps every other writer out).
+#[test]
+fn a_locked_key_is_looked_up_once() {
+    let db = open();
+    db.put(b"k", b"0").unwrap();
+    db.put(b"gone", b"x").unwrap();
+    db.delete(b"gone").unwrap();
+    let gets = || db.inner().stats.gets.get();
+    let mut t = db.begin(si());
+    let before = gets();
+    assert_eq!(t.get_for_update(b"k").unwrap(), Some(b"0".to_vec()));
+    t.put(b"k", b"1").unwrap();
+    t.put(b"k", b"2").unwrap();
+    t.delete(b"k").unwrap();
+    assert_eq!(
+        gets() - before,
+        1,
+        "one lookup for the lock's check and the read"
+    );
+    assert_eq!(t.get_for_update(b"gone").unwrap(), None);
+    assert_eq!(t.get_for_update(b"never").unwrap(), None);
+    assert_eq!(gets() - before, 3);
+    t.commit().unwrap();
+    assert_eq!(db.get(b"k").unwrap(), None);
+}
+
+/// A version committed after the snapshot fails the write under the lock,
+/// and every later write of that key fails the same way (the key stays
+/// locked but unverified), never succeeding over the newer version.
+#[test]
+fn a_conflict_found_under_the_lock_fails_later_writes_too() {
+    let db = open();
+    db.put(b"k", b"a").unwrap();
+    let mut t = db.begin(si());
+    db.put(b"k", b"b").unwrap(); // committed after t's snapshot
+    assert!(matches!(
+        t.get_for_update(b"k"),
+        Err(Error::WriteConflict { .. })
+    ));
+    assert!(matches!(
+        t.put(b"k", b"x"),
+        Err(Error::WriteConflict { .. })
+    ));
+    assert!(matches!(t.delete(b"k"), Err(Error::WriteConflict { .. })));
+    t.rollback();
+    assert_eq!(db.get(b"k").unwrap(), Some(b"b".to_vec()));
+}
+
+/// A value kept in a value file comes back from the lock's check as the
+/// plain read would return it.
+#[test]
+fn get_for_update_reads_a_separated_value() {
+    let opts = Options {
+        fs: Arc::new(MemFs::new()),
+        background_threads: false,
+        min_blob_size: 16,
+        ..Options::default()
+    };
+    let db = Db::open("/db", opts).unwrap();
+    let big = vec![7u8; 1000];
+    db.put(b"big", &big).unwrap();
+    let mut t = db.begin(si());
+    assert_eq!(t.get_for_update(b"big").unwrap(), Some(big.clone()));
+    t.commit().unwrap();
+    let mut t = db.begin(rc());
+    assert_eq!(t.get_for_update(b"big").unwrap(), Some(big));
+    t.rollback();
+}
