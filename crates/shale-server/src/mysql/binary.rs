@@ -206,7 +206,18 @@ fn decode_time(r: &mut Reader<'_>) -> Result<Duration, ProtocolError> {
 /// converted to its column's type (an `Int` in a DOUBLE column is sent as a
 /// double); one that cannot be is an error, never silently wrong bytes.
 pub fn binary_row(types: &[ColumnType], values: &[Value]) -> Result<Vec<u8>, ProtocolError> {
-    let mut out = vec![0x00];
+    let mut out = Vec::new();
+    binary_row_into(&mut out, types, values)?;
+    Ok(out)
+}
+
+/// As [`binary_row`], appended to `out`.
+pub fn binary_row_into(
+    out: &mut Vec<u8>,
+    types: &[ColumnType],
+    values: &[Value],
+) -> Result<(), ProtocolError> {
+    out.push(0x00);
     let bitmap_at = out.len();
     // Offset 2: the first two bits of a result row's bitmap are reserved.
     out.resize(bitmap_at + (values.len() + 2).div_ceil(8), 0);
@@ -218,9 +229,9 @@ pub fn binary_row(types: &[ColumnType], values: &[Value]) -> Result<Vec<u8>, Pro
             }
             continue;
         }
-        encode_value(&mut out, t, v)?;
+        encode_value(out, t, v)?;
     }
-    Ok(out)
+    Ok(())
 }
 
 fn encode_value(out: &mut Vec<u8>, t: ColumnType, v: &Value) -> Result<(), ProtocolError> {

@@ -11,7 +11,7 @@
 
 use super::consts::{com, err, status};
 use super::packet::PacketWriter;
-use super::results::{column_definition, eof_packet, err_packet, ok_packet, text_row};
+use super::results::{column_definition, eof_packet, err_packet, ok_packet, text_row_into};
 use super::{auth, ProtocolError};
 use crate::backend::{Reply, Session, SqlError};
 use crate::server::Shared;
@@ -201,7 +201,10 @@ impl<T: Session> Conn<T> {
                     let st = session_status(&self.session) | more;
                     self.out.write_payload(&eof_packet(0, st));
                     for row in &rows {
-                        self.out.write_payload(&text_row(row));
+                        let _ = self.out.write_payload_with(|buf| {
+                            text_row_into(buf, row);
+                            Ok::<(), std::convert::Infallible>(())
+                        });
                     }
                     self.out.write_payload(&eof_packet(0, st));
                 }

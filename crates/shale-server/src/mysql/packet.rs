@@ -217,6 +217,9 @@ pub fn encode_payload(out: &mut Vec<u8>, seq: &mut u8, payload: &[u8]) {
 pub struct PacketWriter {
     out: Vec<u8>,
     seq: u8,
+    /// One payload being built by [`Self::write_payload_with`], kept
+    /// across payloads (rows) so that building one allocates nothing.
+    scratch: Vec<u8>,
 }
 
 /// A reply buffer larger than this is given back after it was sent, so an
@@ -233,6 +236,24 @@ impl PacketWriter {
     /// Queues one payload, split into packets as needed.
     pub fn write_payload(&mut self, payload: &[u8]) {
         encode_payload(&mut self.out, &mut self.seq, payload);
+    }
+
+    /// Queues the payload `build` writes into an empty buffer (a result
+    /// row), split into packets as needed; nothing is queued if it fails.
+    pub fn write_payload_with<E>(
+        &mut self,
+        build: impl FnOnce(&mut Vec<u8>) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let mut scratch = std::mem::take(&mut self.scratch);
+        scratch.clear();
+        let built = build(&mut scratch);
+        if built.is_ok() {
+            encode_payload(&mut self.out, &mut self.seq, &scratch);
+        }
+        if scratch.capacity() <= KEEP_CAPACITY {
+            self.scratch = scratch;
+        }
+        built
     }
 
     /// The packets queued.

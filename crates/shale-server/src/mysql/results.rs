@@ -92,6 +92,12 @@ fn is_numeric(t: ColumnType) -> bool {
 /// Encodes one text-protocol row.
 pub fn text_row(values: &[Value]) -> Vec<u8> {
     let mut out = Vec::with_capacity(values.len() * 8);
+    text_row_into(&mut out, values);
+    out
+}
+
+/// As [`text_row`], appended to `out`.
+pub fn text_row_into(out: &mut Vec<u8>, values: &[Value]) {
     let mut buf = Vec::new();
     for v in values {
         if matches!(v, Value::Null) {
@@ -99,10 +105,9 @@ pub fn text_row(values: &[Value]) -> Vec<u8> {
         } else {
             buf.clear();
             v.write_text(&mut buf);
-            put_lenenc_bytes(&mut out, &buf);
+            put_lenenc_bytes(out, &buf);
         }
     }
-    out
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@
 //! parameters, and the result columns (their types choose the binary
 //! layout of each value). The SQL side of a statement lives in the session.
 
-use super::binary::{binary_row, decode_execute, ParamType};
+use super::binary::{binary_row_into, decode_execute, ParamType};
 use super::conn::{session_status, Conn};
 use super::consts::{err, ColumnType};
 use super::results::{column_definition, eof_packet, err_packet, ok_packet};
@@ -149,7 +149,8 @@ impl<T: Session> Conn<T> {
                 self.out.write_payload(&eof_packet(0, st));
                 let types: Vec<ColumnType> = columns.iter().map(|c| c.col_type).collect();
                 for row in &rows {
-                    self.out.write_payload(&binary_row(&types, row)?);
+                    self.out
+                        .write_payload_with(|buf| binary_row_into(buf, &types, row))?;
                 }
                 self.out.write_payload(&eof_packet(0, st));
             }
