@@ -441,13 +441,24 @@ impl<'a> Dml<'a> {
             if o == n {
                 continue;
             }
+            // A non-unique entry's key ends with the row's primary key: only
+            // the holder of the row's lock (taken before this) writes it.
+            let covered = !ix.unique;
             if let Some((k, _)) = &o {
                 if n.as_ref().is_none_or(|(nk, _)| nk != k) {
-                    txn.delete_cf(cf, k)?;
+                    if covered {
+                        txn.delete_cf_covered(cf, k)?;
+                    } else {
+                        txn.delete_cf(cf, k)?;
+                    }
                 }
             }
             if let Some((k, v)) = &n {
-                txn.put_cf(cf, k, v)?;
+                if covered {
+                    txn.put_cf_covered(cf, k, v)?;
+                } else {
+                    txn.put_cf(cf, k, v)?;
+                }
             }
         }
         if let Some((k, _, _)) = old {

@@ -250,6 +250,26 @@ impl Txn {
         Ok(())
     }
 
+    /// Buffers `key = value` in `cf` without locking `key`, for a key that
+    /// only the holder of another lock of this transaction may write: a
+    /// non-unique secondary index entry embeds its row's primary key and is
+    /// written under the row's lock. That lock's first-committer-wins check
+    /// covers the entry too, so it costs no lock and no lookup. Writing an
+    /// uncovered key this way loses the protection of both.
+    pub fn put_cf_covered(&mut self, cf: CfId, key: &[u8], value: &[u8]) -> Result<()> {
+        self.check_active()?;
+        self.buffer_write(cf, key, Some(value.to_vec()));
+        Ok(())
+    }
+
+    /// Buffers a delete of `key` in `cf` without locking it; see
+    /// [`Self::put_cf_covered`].
+    pub fn delete_cf_covered(&mut self, cf: CfId, key: &[u8]) -> Result<()> {
+        self.check_active()?;
+        self.buffer_write(cf, key, None);
+        Ok(())
+    }
+
     /// Buffers one write, logging what it replaced while a savepoint is open.
     fn buffer_write(&mut self, cf: CfId, key: &[u8], value: Option<Vec<u8>>) {
         let k = (cf, key.to_vec());

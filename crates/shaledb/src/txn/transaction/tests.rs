@@ -306,3 +306,25 @@ fn get_for_update_reads_a_separated_value() {
     assert_eq!(t.get_for_update(b"big").unwrap(), Some(big));
     t.rollback();
 }
+
+/// A covered write is buffered, read back and committed like any other,
+/// but takes no row lock and looks nothing up.
+#[test]
+fn covered_writes_take_no_lock() {
+    let db = open();
+    db.put(b"e1", b"old").unwrap();
+    let gets = || db.inner().stats.gets.get();
+    let mut t = db.begin(si());
+    let before = gets();
+    t.put_cf_covered(DEFAULT_CF_ID, b"e2", b"v").unwrap();
+    t.delete_cf_covered(DEFAULT_CF_ID, b"e1").unwrap();
+    assert_eq!(gets(), before);
+    let locks = db.lock_manager();
+    assert_eq!(locks.is_locked_by(t.id(), DEFAULT_CF_ID, b"e2"), None);
+    assert_eq!(locks.is_locked_by(t.id(), DEFAULT_CF_ID, b"e1"), None);
+    assert_eq!(t.get(b"e2").unwrap(), Some(b"v".to_vec()));
+    assert_eq!(t.get(b"e1").unwrap(), None);
+    t.commit().unwrap();
+    assert_eq!(db.get(b"e2").unwrap(), Some(b"v".to_vec()));
+    assert_eq!(db.get(b"e1").unwrap(), None);
+}
