@@ -393,7 +393,9 @@ impl<'a> Tx<'a> {
     }
 
     /// Writes everything buffered as one batch (one WAL record), then marks
-    /// the watchers of the written keys dirty, still under the locks.
+    /// the watchers of the written keys dirty, still under the locks; under
+    /// `appendfsync always` it then releases the locks and waits for the
+    /// batch's fsync.
     pub fn commit(self) -> Result<()> {
         if self.writes.is_empty() && self.ranges.is_empty() {
             return Ok(());
@@ -433,7 +435,13 @@ impl<'a> Tx<'a> {
             }
         }
         let wo = self.st.write_options();
-        self.st.engine().write(&wo, b)?;
+        // Under `always` the batch goes in unsynced (logged, visible) and
+        // the fsync is waited for below, after the key locks are released:
+        // the next writer of these keys then writes while this fsync runs
+        // and shares the next one (docs/architecture.md, "Pipelined group
+        // commit"). The reply still waits for durability.
+        let unsynced = shaledb::WriteOptions { sync: false, ..wo };
+        self.st.engine().write(&unsynced, b)?;
         self.st.committed(&wo);
         self.invalidate_tracked();
         if w.any() {
@@ -450,6 +458,11 @@ impl<'a> Tx<'a> {
                     last = owner;
                 }
             }
+        }
+        if wo.sync {
+            let st = self.st;
+            drop(self);
+            st.engine().sync_wal()?;
         }
         Ok(())
     }
