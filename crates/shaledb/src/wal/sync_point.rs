@@ -149,3 +149,136 @@ impl SyncPoint {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    /// Counts its syncs; fails them once `fail` is set.
+    #[derive(Default)]
+    struct Counting {
+        syncs: AtomicU64,
+        fail: std::sync::atomic::AtomicBool,
+    }
+
+    impl FileSync for Counting {
+        fn sync_data(&self) -> Result<()> {
+            self.syncs.fetch_add(1, Ordering::SeqCst);
+            if self.fail.load(Ordering::SeqCst) {
+                return Err(Error::io("fdatasync", "wal", std::io::Error::other("eio")));
+            }
+            Ok(())
+        }
+    }
+
+    fn pos(log: u64, offset: u64) -> WalPos {
+        WalPos { log, offset }
+    }
+
+    fn never_stopped() -> Option<Error> {
+        None
+    }
+
+    fn no_writer(_: WalPos) -> Result<()> {
+        panic!("the sync handle is used when there is one")
+    }
+
+    #[test]
+    fn one_fsync_covers_everything_flushed_before_it() {
+        let sp = SyncPoint::default();
+        let h = Arc::new(Counting::default());
+        sp.set_active(7, Some(h.clone()));
+        sp.flushed(pos(7, 100));
+        sp.flushed(pos(7, 250));
+        sp.wait(pos(7, 100), never_stopped, no_writer, |_| {})
+            .expect("synced");
+        // Covered by the same fsync (its target was 250): no second one.
+        sp.wait(pos(7, 250), never_stopped, no_writer, |_| {})
+            .expect("synced");
+        assert_eq!(h.syncs.load(Ordering::SeqCst), 1);
+        // Flushed later: needs another.
+        sp.flushed(pos(7, 300));
+        sp.wait(pos(7, 300), never_stopped, no_writer, |_| {})
+            .expect("synced");
+        assert_eq!(h.syncs.load(Ordering::SeqCst), 2);
+    }
+
+    #[test]
+    fn a_switched_out_log_counts_as_synced() {
+        let sp = SyncPoint::default();
+        let h = Arc::new(Counting::default());
+        sp.set_active(7, Some(h.clone()));
+        sp.flushed(pos(7, 100));
+        // The switch fsynced log 7 through its writer, then started log 8.
+        sp.synced(pos(7, 100));
+        sp.set_active(8, Some(h.clone()));
+        sp.wait(pos(7, 100), never_stopped, no_writer, |_| {})
+            .expect("synced");
+        assert_eq!(sp.flushed_pos(), pos(8, 0));
+        sp.wait(pos(8, 0), never_stopped, no_writer, |_| {})
+            .expect("nothing of log 8 to sync");
+        assert_eq!(h.syncs.load(Ordering::SeqCst), 0);
+    }
+
+    #[test]
+    fn a_failed_fsync_is_sticky_and_never_retried() {
+        let sp = SyncPoint::default();
+        let h = Arc::new(Counting::default());
+        sp.set_active(1, Some(h.clone()));
+        sp.flushed(pos(1, 10));
+        sp.wait(pos(1, 10), never_stopped, no_writer, |_| {})
+            .expect("synced");
+        h.fail.store(true, Ordering::SeqCst);
+        sp.flushed(pos(1, 20));
+        let told = AtomicU64::new(0);
+        let on_fail = |_: &Error| {
+            told.fetch_add(1, Ordering::SeqCst);
+        };
+        assert!(sp
+            .wait(pos(1, 20), never_stopped, no_writer, on_fail)
+            .is_err());
+        assert!(sp
+            .wait(pos(1, 20), never_stopped, no_writer, on_fail)
+            .is_err());
+        sp.flushed(pos(1, 30));
+        assert!(sp
+            .wait(pos(1, 30), never_stopped, no_writer, on_fail)
+            .is_err());
+        // Bytes an earlier fsync covered stay acknowledged.
+        sp.wait(pos(1, 10), never_stopped, no_writer, on_fail)
+            .expect("durable before the failure");
+        assert_eq!(h.syncs.load(Ordering::SeqCst), 2);
+        assert_eq!(told.load(Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn a_stopped_database_starts_no_fsync() {
+        let sp = SyncPoint::default();
+        let h = Arc::new(Counting::default());
+        sp.set_active(1, Some(h.clone()));
+        sp.flushed(pos(1, 10));
+        let r = sp.wait(pos(1, 10), || Some(Error::Closed), no_writer, |_| {});
+        assert!(matches!(r, Err(Error::Closed)));
+        assert_eq!(h.syncs.load(Ordering::SeqCst), 0);
+    }
+
+    #[test]
+    fn without_a_handle_the_writer_syncs() {
+        let sp = SyncPoint::default();
+        sp.set_active(3, None);
+        sp.flushed(pos(3, 40));
+        let asked = parking_lot::Mutex::new(Vec::new());
+        sp.wait(
+            pos(3, 40),
+            never_stopped,
+            |target| {
+                asked.lock().push(target);
+                Ok(())
+            },
+            |_| {},
+        )
+        .expect("synced");
+        assert_eq!(*asked.lock(), vec![pos(3, 40)]);
+    }
+}
