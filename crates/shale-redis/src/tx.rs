@@ -463,9 +463,23 @@ impl<'a> Tx<'a> {
             let st = self.st;
             drop(self);
             st.engine().sync_wal()?;
+            COMMIT_WAITED.with(|w| w.set(true));
         }
         Ok(())
     }
+}
+
+thread_local! {
+    /// Set by a commit that waited for its fsync (`appendfsync always`):
+    /// everything its command read lies before its own record, so the
+    /// reply needs no further wait (see `commands::dispatch`).
+    static COMMIT_WAITED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether a commit on this thread waited for its fsync since the last
+/// call; resets the flag.
+pub fn take_commit_waited() -> bool {
+    COMMIT_WAITED.with(|w| w.replace(false))
 }
 
 impl Tx<'_> {
