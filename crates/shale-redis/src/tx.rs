@@ -440,8 +440,12 @@ impl<'a> Tx<'a> {
         // the next writer of these keys then writes while this fsync runs
         // and shares the next one (docs/architecture.md, "Pipelined group
         // commit"). The reply still waits for durability.
-        let unsynced = shaledb::WriteOptions { sync: false, ..wo };
-        self.st.engine().write(&unsynced, b)?;
+        let mark = if wo.sync {
+            Some(self.st.engine().write_unsynced(b)?)
+        } else {
+            self.st.engine().write(&wo, b)?;
+            None
+        };
         self.st.committed(&wo);
         self.invalidate_tracked();
         if w.any() {
@@ -459,10 +463,10 @@ impl<'a> Tx<'a> {
                 }
             }
         }
-        if wo.sync {
+        if let Some(mark) = mark {
             let st = self.st;
             drop(self);
-            st.engine().sync_wal()?;
+            st.engine().sync_to(mark)?;
             COMMIT_WAITED.with(|w| w.set(true));
         }
         Ok(())

@@ -8,7 +8,7 @@
 mod common;
 use shaledb::env::fault::FaultFs;
 use shaledb::env::mem::MemFs;
-use shaledb::{Db, Options, WriteOptions};
+use shaledb::{Db, Options, WriteBatch, WriteOptions};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
@@ -33,8 +33,8 @@ fn value(t: u64, i: u64) -> Vec<u8> {
     format!("value-{t}-{i}-{:200}", "").into_bytes()
 }
 
-/// Many concurrent writers, half with `sync: true`, half with an unsynced
-/// put followed by `Db::sync_wal`; power loss (tearing unsynced tails) while
+/// Many concurrent writers: with `sync: true`, with an unsynced put and
+/// `Db::sync_wal`, or with `Db::write_unsynced` and `Db::sync_to`; power loss (tearing unsynced tails) while
 /// they run, with memtable switches (new WAL segments) along the way. Every
 /// acknowledged write must be there after reopening, and each writer's
 /// surviving writes must be a prefix of what it wrote.
@@ -57,11 +57,16 @@ fn acknowledged_synced_writes_survive_power_loss_under_concurrency() {
                 std::thread::spawn(move || {
                     // Bounded: power is cut long before this many.
                     for i in 0..5_000u64 {
-                        let r = if t % 2 == 0 {
-                            db.put_opt(&SYNCED, &key(t, i), &value(t, i))
-                        } else {
-                            db.put_opt(&UNSYNCED, &key(t, i), &value(t, i))
-                                .and_then(|()| db.sync_wal())
+                        let r = match t % 3 {
+                            0 => db.put_opt(&SYNCED, &key(t, i), &value(t, i)),
+                            1 => db
+                                .put_opt(&UNSYNCED, &key(t, i), &value(t, i))
+                                .and_then(|()| db.sync_wal()),
+                            _ => {
+                                let mut b = WriteBatch::new();
+                                b.put(&key(t, i), &value(t, i));
+                                db.write_unsynced(b).and_then(|mark| db.sync_to(mark))
+                            }
                         };
                         if r.is_err() {
                             return;

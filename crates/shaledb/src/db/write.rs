@@ -37,6 +37,8 @@ struct Pending {
     ticket: u64,
     batch: WriteBatch,
     sync: bool,
+    /// The writer wants its WAL position back (`Db::write_unsynced`).
+    mark: bool,
     disable_wal: bool,
     /// A Serializable transaction's reads, validated by the leader right
     /// before the batch gets its sequence (`crate::txn::serializable`).
@@ -131,7 +133,7 @@ pub(crate) fn write_repoints(inner: &Arc<DbInner>, repoints: Vec<Repoint>) -> Re
         sync: true,
         ..WriteOptions::default()
     };
-    enqueue_pending(inner, &wo, WriteBatch::new(), None, Some(repoints))
+    enqueue_pending(inner, &wo, WriteBatch::new(), None, Some(repoints), false).map(drop)
 }
 
 fn enqueue_checked(
@@ -140,16 +142,20 @@ fn enqueue_checked(
     batch: WriteBatch,
     check: Option<ReadCheck>,
 ) -> Result<()> {
-    enqueue_pending(inner, wo, batch, check, None)
+    enqueue_pending(inner, wo, batch, check, None, false).map(drop)
 }
 
+/// Queues a batch and returns once it is written (and, with `wo.sync`,
+/// durable). With `mark`, returns where the batch's group ends in the WAL
+/// (`None` without a WAL).
 fn enqueue_pending(
     inner: &Arc<DbInner>,
     wo: &WriteOptions,
     batch: WriteBatch,
     check: Option<ReadCheck>,
     repoint: Option<Vec<Repoint>>,
-) -> Result<()> {
+    mark: bool,
+) -> Result<Option<WalPos>> {
     let q = &inner.write;
     let mut qs = q.state.lock();
     let ticket = qs.next_ticket;
@@ -158,6 +164,7 @@ fn enqueue_pending(
         ticket,
         batch,
         sync: wo.sync,
+        mark,
         disable_wal: wo.disable_wal,
         check,
         repoint,
@@ -169,10 +176,14 @@ fn enqueue_pending(
                 return Err(e);
             }
             let Some(pos) = qs.durable_at.remove(&ticket) else {
-                return Ok(());
+                return Ok(None);
             };
             drop(qs);
-            return wait_durable(inner, pos);
+            if wo.sync {
+                wait_durable(inner, pos)?;
+                return Ok(None);
+            }
+            return Ok(Some(pos));
         }
         if let Some((work, members)) = &qs.work {
             if members.contains(&ticket) && !work.claimed_all() {
@@ -210,7 +221,7 @@ fn enqueue_pending(
                     }
                 }
                 Ok(Some(pos)) => {
-                    for p in group.iter().filter(|p| p.sync) {
+                    for p in group.iter().filter(|p| p.sync || p.mark) {
                         qs.durable_at.insert(p.ticket, pos);
                     }
                 }
@@ -311,6 +322,37 @@ fn wait_durable(inner: &Arc<DbInner>, pos: WalPos) -> Result<()> {
 }
 
 impl super::Db {
+    /// Writes `batch` without waiting for an fsync (as `sync: false`) and
+    /// returns where it ends in the WAL; [`Self::sync_to`] later waits until
+    /// that is durable. Lets a caller release what it holds (a key lock)
+    /// between the write and the wait, so the next writer goes ahead while
+    /// the fsync runs; unlike [`Self::sync_wal`] the wait does not extend
+    /// to writes made after this one.
+    pub fn write_unsynced(&self, batch: WriteBatch) -> Result<WalMark> {
+        if batch.txn_marker().is_some() {
+            return Err(Error::InvalidArgument(
+                "a user write batch may not carry a two-phase-commit marker".into(),
+            ));
+        }
+        if batch.is_empty() {
+            return Ok(WalMark(None));
+        }
+        validate(&self.inner, &batch)?;
+        let wo = WriteOptions::default();
+        enqueue_pending(&self.inner, &wo, batch, None, None, true).map(WalMark)
+    }
+
+    /// Waits until the write that returned `mark` is durable (an fsync that
+    /// began after it reached the OS has succeeded), starting an fsync if
+    /// none is in flight.
+    pub fn sync_to(&self, mark: WalMark) -> Result<()> {
+        self.inner.check_open()?;
+        match mark.0 {
+            Some(pos) => wait_durable(&self.inner, pos),
+            None => Ok(()),
+        }
+    }
+
     /// Makes every write acknowledged before this call durable: waits for
     /// an fsync of the WAL that began after those writes reached the OS,
     /// starting one if none is in flight. Callers that wrote with
@@ -324,10 +366,14 @@ impl super::Db {
     }
 }
 
+/// Where a write ended in the WAL ([`super::Db::write_unsynced`]).
+#[derive(Clone, Copy, Debug)]
+pub struct WalMark(Option<WalPos>);
+
 /// The leader's work for one group. Members whose read check fails are
 /// taken out of `group` and added to `rejected` with their error; the rest
-/// are written. Returns the WAL position the group's synced members must
-/// wait to be durable (`None` if none asked or there is no log).
+/// are written. Returns where the group ends in the WAL (`None` without a
+/// log): its synced members wait for that to be durable.
 fn lead_group(
     inner: &Arc<DbInner>,
     group: &mut Vec<Pending>,
@@ -358,11 +404,9 @@ fn lead_group(
     }
     let first_seq = wal.last_sequence + 1;
     let mut seq = first_seq;
-    let mut need_sync = false;
     for p in group.iter_mut() {
         p.batch.set_sequence(seq);
         seq += p.batch.sequences_used();
-        need_sync |= p.sync;
     }
     let last_seq = seq - 1;
     let mut durable_at = None;
@@ -380,7 +424,7 @@ fn lead_group(
             offset: writer.file_size(),
         };
         inner.write.sync.flushed(end);
-        durable_at = need_sync.then_some(end);
+        durable_at = Some(end);
     }
     wal.last_sequence = last_seq;
     for p in group.iter() {
