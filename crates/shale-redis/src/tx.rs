@@ -393,7 +393,9 @@ impl<'a> Tx<'a> {
     }
 
     /// Writes everything buffered as one batch (one WAL record), then marks
-    /// the watchers of the written keys dirty, still under the locks.
+    /// the watchers of the written keys dirty, still under the locks; under
+    /// `appendfsync always` it then releases the locks and waits for the
+    /// batch's fsync.
     pub fn commit(self) -> Result<()> {
         if self.writes.is_empty() && self.ranges.is_empty() {
             return Ok(());
@@ -433,7 +435,17 @@ impl<'a> Tx<'a> {
             }
         }
         let wo = self.st.write_options();
-        self.st.engine().write(&wo, b)?;
+        // Under `always` the batch goes in unsynced (logged, visible) and
+        // the fsync is waited for below, after the key locks are released:
+        // the next writer of these keys then writes while this fsync runs
+        // and shares the next one (docs/architecture.md, "Pipelined group
+        // commit"). The reply still waits for durability.
+        let mark = if wo.sync {
+            Some(self.st.engine().write_unsynced(b)?)
+        } else {
+            self.st.engine().write(&wo, b)?;
+            None
+        };
         self.st.committed(&wo);
         self.invalidate_tracked();
         if w.any() {
@@ -451,8 +463,27 @@ impl<'a> Tx<'a> {
                 }
             }
         }
+        if let Some(mark) = mark {
+            let st = self.st;
+            drop(self);
+            st.engine().sync_to(mark)?;
+            COMMIT_WAITED.with(|w| w.set(true));
+        }
         Ok(())
     }
+}
+
+thread_local! {
+    /// Set by a commit that waited for its fsync (`appendfsync always`):
+    /// everything its command read lies before its own record, so the
+    /// reply needs no further wait (see `commands::dispatch`).
+    static COMMIT_WAITED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether a commit on this thread waited for its fsync since the last
+/// call; resets the flag.
+pub fn take_commit_waited() -> bool {
+    COMMIT_WAITED.with(|w| w.replace(false))
 }
 
 impl Tx<'_> {

@@ -179,3 +179,30 @@ fn config_set_appendfsync_takes_effect() {
         "lost writes after CONFIG SET appendfsync always"
     );
 }
+
+/// Under `always` a reader is never shown a value that power loss then takes
+/// away. The engine makes a SET visible before its fsync ends (so the key's
+/// next writer can go ahead); a GET that sees it must wait for that fsync
+/// before replying. The fsync is held in flight for 400 ms here: a GET that
+/// replied at once would be followed by a power cut that loses the value.
+#[test]
+fn always_shows_readers_only_durable_values() {
+    let (mem, fault, db) = fresh();
+    let run = start(db, Appendfsync::Always);
+    mem.set_sync_latency(Duration::from_millis(400));
+    let port = run.port;
+    let writer = std::thread::spawn(move || Raw::connect(port).call(&["SET", "seen", "seen"]));
+    let mut reader = Raw::connect(port);
+    let started = std::time::Instant::now();
+    while reader.call(&["GET", "seen"]) != "$4\r\nseen\r\n" {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "the SET never became visible"
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    // The reader was shown the value: cut the power at once.
+    let n = crash_and_count(&mem, &fault, run, &["seen".to_string()]);
+    let _ = writer.join().unwrap();
+    assert_eq!(n, 1, "a value shown to a reader was lost on power loss");
+}

@@ -64,7 +64,7 @@ pub use cache::CachePriority;
 pub use compaction::filter::{CompactionFilter, CompactionFilterFactory};
 pub use db::{
     CfId, Db, DbIterator, IngestBuilder, IngestStats, Options, ReadOptions, RewriteStats, Snapshot,
-    WriteOptions,
+    WalMark, WriteOptions,
 };
 pub use error::{Error, Result};
 pub use extent::CompressionType;

@@ -46,6 +46,7 @@ const EXTERNAL: &[&str] = &[
     "rollback_to_savepoint",
     "DEBUG_LEVEL",
     "REPEATABLE_READ",
+    "WriteImpl",
     // The MySQL protocol's command names (mysql/consts.rs spells them `com::QUIT`, ...)
     "COM_QUIT",
     "COM_PING",

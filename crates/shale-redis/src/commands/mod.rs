@@ -377,7 +377,12 @@ pub fn dispatch(shared: &Shared, conn: &mut Conn, args: &[Vec<u8>]) -> Reply {
                 | "reset"
                 | "quit"
         );
+    crate::tx::take_commit_waited();
     let reply = dispatch_inner(shared, conn, args, name);
+    let reply = match durable_reply(shared) {
+        Ok(()) => reply,
+        Err(e) => Reply::err(format!("ERR {e}")),
+    };
     let micros = u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX);
     if !skip_slowlog && shared.slowlog.would_log(micros) {
         let name = conn.name.clone().unwrap_or_default();
@@ -392,6 +397,22 @@ pub fn dispatch(shared: &Shared, conn: &mut Conn, args: &[Vec<u8>]) -> Reply {
     };
     counter.fetch_add(1, Ordering::Relaxed);
     reply
+}
+
+/// Under `appendfsync always` a reply shows nothing that is not durable:
+/// the engine makes a write visible before its fsync ends (so that the
+/// next writer of the key can go ahead, docs/architecture.md, "Pipelined
+/// group commit"), so a command that may have read another client's
+/// write waits for the fsync covering it, as Redis sends every reply of an
+/// event-loop iteration after that iteration's fsync. A command whose own
+/// commit waited is covered already (`tx::take_commit_waited`).
+fn durable_reply(shared: &Shared) -> Result<(), shaledb::Error> {
+    if crate::tx::take_commit_waited()
+        || shared.store.appendfsync() != crate::durability::Appendfsync::Always
+    {
+        return Ok(());
+    }
+    shared.store.engine().sync_wal()
 }
 
 fn dispatch_inner(shared: &Shared, conn: &mut Conn, args: &[Vec<u8>], name: String) -> Reply {

@@ -49,6 +49,7 @@ pub use ingest::{IngestBuilder, IngestStats};
 pub use options::{Options, ReadOptions, WriteOptions};
 pub use rewrite::RewriteStats;
 pub use snapshot::Snapshot;
+pub use write::WalMark;
 
 use crate::cache::BlockCache;
 use crate::compaction::filter::CompactionFilterFactory;

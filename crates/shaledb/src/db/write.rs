@@ -1,13 +1,18 @@
-//! The write path: group commit (docs/architecture.md, "Write path").
+//! The write path: group commit (docs/architecture.md, "Write path" and
+//! "Pipelined group commit").
 //!
 //! Every writer takes a ticket and queues its batch. Whoever finds no leader
 //! active becomes the leader: it takes the queued batches (up to
-//! `MAX_GROUP_BYTES`), and for the whole group does one WAL append, one flush to
-//! the OS and at most one fsync, inserts the batches into the memtables, then
-//! publishes the group's last sequence. Followers sleep until their ticket is
-//! done. Example: writers A, B, C arrive while D leads; when D finishes, A
-//! leads the group {A, B, C}: one `write(2)` and (if any of them asked) one
-//! `fdatasync` for the three.
+//! `MAX_GROUP_BYTES`), and for the whole group does one WAL append and one
+//! flush to the OS, inserts the batches into the memtables, publishes the
+//! group's last sequence and lets go of the WAL writer. Followers sleep until
+//! their ticket is done. A synced writer then waits on the WAL's
+//! [`SyncPoint`] for an fsync that began after its group was flushed; that
+//! fsync runs outside the WAL writer's mutex, so the next group is appended
+//! meanwhile, and one fsync covers every group flushed before it began.
+//! Example: writers A, B, C arrive while D leads; when D finishes, A leads
+//! the group {A, B, C}: one `write(2)` for the three, and (if any of them
+//! asked) one `fdatasync`, which may also cover the group after them.
 
 use super::options::WriteOptions;
 use super::{background, DbInner, WalState};
@@ -16,6 +21,7 @@ use crate::error::{Error, Result};
 use crate::txn::marker::TxnMarker;
 use crate::txn::serializable::{self, GroupWrites, ReadCheck};
 use crate::types::ValueKind;
+use crate::wal::sync_point::{SyncPoint, WalPos};
 use crate::wal::LogWriter;
 use crate::write_batch::{BatchOp, WriteBatch};
 use parking_lot::{Condvar, Mutex};
@@ -31,6 +37,8 @@ struct Pending {
     ticket: u64,
     batch: WriteBatch,
     sync: bool,
+    /// The writer wants its WAL position back (`Db::write_unsynced`).
+    mark: bool,
     disable_wal: bool,
     /// A Serializable transaction's reads, validated by the leader right
     /// before the batch gets its sequence (`crate::txn::serializable`).
@@ -52,6 +60,9 @@ struct QueueState {
     done_below: u64,
     /// Tickets that finished with an error.
     failed: BTreeMap<u64, Error>,
+    /// Finished synced tickets and the WAL position they wait to be
+    /// durable up to (taken by the writer of the ticket).
+    durable_at: BTreeMap<u64, WalPos>,
 }
 
 /// The group-commit queue.
@@ -62,6 +73,9 @@ pub(crate) struct WriteQueue {
     /// Mirror of `QueueState::done_below`, for followers polling briefly
     /// before they sleep on `cv`.
     done_hint: std::sync::atomic::AtomicU64,
+    /// The WAL's durability watermark: synced writers wait here after
+    /// their group is logged, outside the queue and the WAL writer.
+    pub(crate) sync: SyncPoint,
 }
 
 /// How long a follower polls for its group to finish before sleeping: a
@@ -119,7 +133,7 @@ pub(crate) fn write_repoints(inner: &Arc<DbInner>, repoints: Vec<Repoint>) -> Re
         sync: true,
         ..WriteOptions::default()
     };
-    enqueue_pending(inner, &wo, WriteBatch::new(), None, Some(repoints))
+    enqueue_pending(inner, &wo, WriteBatch::new(), None, Some(repoints), false).map(drop)
 }
 
 fn enqueue_checked(
@@ -128,16 +142,20 @@ fn enqueue_checked(
     batch: WriteBatch,
     check: Option<ReadCheck>,
 ) -> Result<()> {
-    enqueue_pending(inner, wo, batch, check, None)
+    enqueue_pending(inner, wo, batch, check, None, false).map(drop)
 }
 
+/// Queues a batch and returns once it is written (and, with `wo.sync`,
+/// durable). With `mark`, returns where the batch's group ends in the WAL
+/// (`None` without a WAL).
 fn enqueue_pending(
     inner: &Arc<DbInner>,
     wo: &WriteOptions,
     batch: WriteBatch,
     check: Option<ReadCheck>,
     repoint: Option<Vec<Repoint>>,
-) -> Result<()> {
+    mark: bool,
+) -> Result<Option<WalPos>> {
     let q = &inner.write;
     let mut qs = q.state.lock();
     let ticket = qs.next_ticket;
@@ -146,6 +164,7 @@ fn enqueue_pending(
         ticket,
         batch,
         sync: wo.sync,
+        mark,
         disable_wal: wo.disable_wal,
         check,
         repoint,
@@ -153,10 +172,18 @@ fn enqueue_pending(
     let mut polled = false;
     loop {
         if ticket < qs.done_below {
-            return match qs.failed.remove(&ticket) {
-                Some(e) => Err(e),
-                None => Ok(()),
+            if let Some(e) = qs.failed.remove(&ticket) {
+                return Err(e);
+            }
+            let Some(pos) = qs.durable_at.remove(&ticket) else {
+                return Ok(None);
             };
+            drop(qs);
+            if wo.sync {
+                wait_durable(inner, pos)?;
+                return Ok(None);
+            }
+            return Ok(Some(pos));
         }
         if let Some((work, members)) = &qs.work {
             if members.contains(&ticket) && !work.claimed_all() {
@@ -187,10 +214,18 @@ fn enqueue_pending(
             let result = lead_group(inner, &mut group, &mut rejected);
             qs = q.state.lock();
             qs.failed.extend(rejected);
-            if let Err(e) = result {
-                for p in &group {
-                    qs.failed.insert(p.ticket, e.clone());
+            match result {
+                Err(e) => {
+                    for p in &group {
+                        qs.failed.insert(p.ticket, e.clone());
+                    }
                 }
+                Ok(Some(pos)) => {
+                    for p in group.iter().filter(|p| p.sync || p.mark) {
+                        qs.durable_at.insert(p.ticket, pos);
+                    }
+                }
+                Ok(None) => {}
             }
             qs.done_below = last_ticket + 1;
             q.done_hint.store(qs.done_below, Ordering::Release);
@@ -261,14 +296,89 @@ fn validate(inner: &DbInner, batch: &WriteBatch) -> Result<()> {
     Ok(())
 }
 
+/// Waits until the WAL is durable up to `pos` (see [`SyncPoint::wait`]).
+fn wait_durable(inner: &Arc<DbInner>, pos: WalPos) -> Result<()> {
+    inner.write.sync.wait(
+        pos,
+        || {
+            if !inner.bg_error_flag.load(Ordering::Acquire) {
+                return None;
+            }
+            let e = inner.state.lock().bg_error.clone()?;
+            Some(Error::Background(Arc::new(e)))
+        },
+        |target| {
+            // No sync handle: fsync through the writer. A log other than
+            // the target's was synced in full when it was switched out.
+            let mut guard = inner.wal.lock();
+            let wal = &mut *guard;
+            match wal.writer.as_mut() {
+                Some(w) if wal.number == target.log => w.sync(),
+                _ => Ok(()),
+            }
+        },
+        |e| set_bg_error(inner, e.clone()),
+    )
+}
+
+impl super::Db {
+    /// Writes `batch` without waiting for an fsync (as `sync: false`) and
+    /// returns where it ends in the WAL; [`Self::sync_to`] later waits until
+    /// that is durable. Lets a caller release what it holds (a key lock)
+    /// between the write and the wait, so the next writer goes ahead while
+    /// the fsync runs; unlike [`Self::sync_wal`] the wait does not extend
+    /// to writes made after this one.
+    pub fn write_unsynced(&self, batch: WriteBatch) -> Result<WalMark> {
+        if batch.txn_marker().is_some() {
+            return Err(Error::InvalidArgument(
+                "a user write batch may not carry a two-phase-commit marker".into(),
+            ));
+        }
+        if batch.is_empty() {
+            return Ok(WalMark(None));
+        }
+        validate(&self.inner, &batch)?;
+        let wo = WriteOptions::default();
+        enqueue_pending(&self.inner, &wo, batch, None, None, true).map(WalMark)
+    }
+
+    /// Waits until the write that returned `mark` is durable (an fsync that
+    /// began after it reached the OS has succeeded), starting an fsync if
+    /// none is in flight.
+    pub fn sync_to(&self, mark: WalMark) -> Result<()> {
+        self.inner.check_open()?;
+        match mark.0 {
+            Some(pos) => wait_durable(&self.inner, pos),
+            None => Ok(()),
+        }
+    }
+
+    /// Makes every write acknowledged before this call durable: waits for
+    /// an fsync of the WAL that began after those writes reached the OS,
+    /// starting one if none is in flight. Callers that wrote with
+    /// `sync: false` (and released what they held) use it to share one
+    /// fsync among many writes, as the Redis endpoint does under
+    /// `appendfsync always`.
+    pub fn sync_wal(&self) -> Result<()> {
+        self.inner.check_open()?;
+        let pos = self.inner.write.sync.flushed_pos();
+        wait_durable(&self.inner, pos)
+    }
+}
+
+/// Where a write ended in the WAL ([`super::Db::write_unsynced`]).
+#[derive(Clone, Copy, Debug)]
+pub struct WalMark(Option<WalPos>);
+
 /// The leader's work for one group. Members whose read check fails are
 /// taken out of `group` and added to `rejected` with their error; the rest
-/// are written.
+/// are written. Returns where the group ends in the WAL (`None` without a
+/// log): its synced members wait for that to be durable.
 fn lead_group(
     inner: &Arc<DbInner>,
     group: &mut Vec<Pending>,
     rejected: &mut Vec<(u64, Error)>,
-) -> Result<()> {
+) -> Result<Option<WalPos>> {
     let mut wal = inner.wal.lock();
     if inner.bg_error_flag.load(Ordering::Acquire) {
         if let Some(e) = inner.state.lock().bg_error.clone() {
@@ -294,21 +404,27 @@ fn lead_group(
     }
     let first_seq = wal.last_sequence + 1;
     let mut seq = first_seq;
-    let mut need_sync = false;
     for p in group.iter_mut() {
         p.batch.set_sequence(seq);
         seq += p.batch.sequences_used();
-        need_sync |= p.sync;
     }
     let last_seq = seq - 1;
+    let mut durable_at = None;
+    let log = wal.number;
     if let Some(writer) = wal.writer.as_mut() {
-        let logged = log_group(writer, group, need_sync);
+        let logged = log_group(writer, group);
         if let Err(e) = logged {
-            // The WAL's state is unknown now (a failed fsync may have dropped
-            // pages): stop accepting writes.
+            // The WAL's state is unknown now (a record may be half written):
+            // stop accepting writes.
             set_bg_error(inner, e.clone());
             return Err(e);
         }
+        let end = WalPos {
+            log,
+            offset: writer.file_size(),
+        };
+        inner.write.sync.flushed(end);
+        durable_at = Some(end);
     }
     wal.last_sequence = last_seq;
     for p in group.iter() {
@@ -338,8 +454,10 @@ fn lead_group(
         .stats
         .user_bytes_written
         .fetch_add(bytes as u64, Ordering::Relaxed);
+    // Visible before its fsync completes (docs/architecture.md, "Pipelined
+    // group commit": `sync` is about the acknowledgement's durability).
     inner.visible_sequence.store(last_seq, Ordering::Release);
-    Ok(())
+    Ok(durable_at)
 }
 
 /// The memtable inserts of one logged group, shared by its members.
@@ -453,15 +571,13 @@ fn check_reads(
     Ok(())
 }
 
-fn log_group(writer: &mut LogWriter, group: &[Pending], sync: bool) -> Result<()> {
+/// Appends the group's records and hands them to the OS; the fsync, if
+/// any member asked, comes later outside the WAL writer ([`wait_durable`]).
+fn log_group(writer: &mut LogWriter, group: &[Pending]) -> Result<()> {
     for p in group.iter().filter(|p| !p.disable_wal) {
         writer.add_record(p.batch.data())?;
     }
-    if sync {
-        writer.sync()
-    } else {
-        writer.flush()
-    }
+    writer.flush()
 }
 
 /// Inserts a batch whose sequence is set into the memtables.
@@ -583,20 +699,29 @@ pub(crate) fn switch_memtable(inner: &Arc<DbInner>, wal: &mut WalState) -> Resul
             return Err(e);
         }
     }
+    // An fsync of the old segment may be in flight through its sync handle
+    // (`SyncPoint`); this one covers everything appended, so its waiters
+    // are released by it at the latest.
+    let old_log = wal.number;
     if let Some(old) = wal.writer.as_mut() {
         if let Err(e) = old.sync() {
             set_bg_error(inner, e.clone());
             return Err(e);
         }
+        inner.write.sync.synced(WalPos {
+            log: old_log,
+            offset: old.file_size(),
+        });
     }
     let number = inner.versions.new_file_number();
     let path = super::wal_path(&inner.dir, number);
     let writer = (|| {
         let w = LogWriter::new(inner.fs.create(&path)?, number)?;
+        let handle = w.sync_handle()?;
         inner.fs.sync_dir(&inner.dir)?;
-        Ok::<_, Error>(w)
+        Ok::<_, Error>((w, handle))
     })();
-    let writer = match writer {
+    let (writer, handle) = match writer {
         Ok(w) => w,
         Err(e) => {
             set_bg_error(inner, e.clone());
@@ -605,6 +730,7 @@ pub(crate) fn switch_memtable(inner: &Arc<DbInner>, wal: &mut WalState) -> Resul
     };
     wal.writer = Some(writer);
     wal.number = number;
+    inner.write.sync.set_active(number, handle);
     let mut st = inner.state.lock();
     let cfs: Vec<u32> = st.active.mems.keys().copied().collect();
     let old = std::mem::replace(

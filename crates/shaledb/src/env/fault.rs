@@ -3,7 +3,8 @@
 //!
 //! Every *mutating* operation is counted ([`FaultFs::ops`]): `create`,
 //! `open_extent_file`, `rename`, `remove_file`, `create_dir_all`, `sync_dir`,
-//! `truncate`, and on handles `append`, `flush`, `sync` and `write_all_at`.
+//! `truncate`, and on handles `append`, `flush`, `sync`, `write_all_at` and
+//! the sync handle's `sync_data` (a sync).
 //! Reads, opens for reading, `open_append`, `list_dir`, `exists`,
 //! `file_size` and `lock` are passed through uncounted.
 //!
@@ -27,7 +28,9 @@
 //!
 //! All control state sits in one mutex shared by clones and handles.
 
-use super::{ExtentFile, FileLock, FileSystem, RandomAccessFile, SequentialFile, WritableFile};
+use super::{
+    ExtentFile, FileLock, FileSync, FileSystem, RandomAccessFile, SequentialFile, WritableFile,
+};
 use crate::error::{Error, Result};
 use parking_lot::Mutex;
 use std::path::{Path, PathBuf};
@@ -172,6 +175,30 @@ impl WritableFile for FaultWritable {
     }
     fn len(&self) -> u64 {
         self.inner.len()
+    }
+    fn sync_handle(&self) -> Result<Option<Arc<dyn FileSync>>> {
+        Ok(self.inner.sync_handle()?.map(|inner| {
+            Arc::new(FaultSync {
+                inner,
+                ctl: Arc::clone(&self.ctl),
+                path: self.path.clone(),
+            }) as Arc<dyn FileSync>
+        }))
+    }
+}
+
+/// A [`FaultWritable`]'s sync handle: its syncs count and fail like the
+/// writer's own.
+struct FaultSync {
+    inner: Arc<dyn FileSync>,
+    ctl: Arc<Mutex<Control>>,
+    path: PathBuf,
+}
+
+impl FileSync for FaultSync {
+    fn sync_data(&self) -> Result<()> {
+        check(&self.ctl, OpKind::Sync, "fdatasync", &self.path)?;
+        self.inner.sync_data()
     }
 }
 

@@ -83,6 +83,8 @@ struct State {
 
 struct Shared {
     state: Mutex<State>,
+    /// Microseconds a sync handle's `sync_data` takes ([`MemFs::set_sync_latency`]).
+    sync_latency_us: Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// The in-memory file system. Cloning gives another handle to the same files,
@@ -291,6 +293,7 @@ impl MemFs {
                     next_lock_token: 1,
                     generation: 0,
                 }),
+                sync_latency_us: Arc::default(),
             }),
         }
     }
@@ -305,6 +308,18 @@ impl MemFs {
     /// operations fail) and all locks are released.
     pub fn crash(&self) {
         self.shared.state.lock().crash(true, None);
+    }
+
+    /// Makes every sync through a [`WritableFile::sync_handle`] take
+    /// `latency`: the handle takes its snapshot of the file's bytes when
+    /// the call begins and makes exactly those durable when it ends, so
+    /// bytes flushed meanwhile are not covered (the strictest fdatasync a
+    /// POSIX system may give). Tests use it to hold an fsync in flight.
+    pub fn set_sync_latency(&self, latency: std::time::Duration) {
+        let us = u64::try_from(latency.as_micros()).unwrap_or(u64::MAX);
+        self.shared
+            .sync_latency_us
+            .store(us, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Power loss in which the disk wrote part of what was not yet synced:
@@ -342,6 +357,8 @@ struct MemWritable {
     /// Appended but not yet flushed (invisible to readers).
     buf: Vec<u8>,
     len: u64,
+    /// Shared with the file system: the latency of a sync handle's syncs.
+    sync_latency_us: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl WritableFile for MemWritable {
@@ -370,6 +387,15 @@ impl WritableFile for MemWritable {
 
     fn len(&self) -> u64 {
         self.len
+    }
+
+    fn sync_handle(&self) -> Result<Option<Arc<dyn super::FileSync>>> {
+        Ok(Some(Arc::new(sync_handle::MemSync::new(
+            Arc::clone(&self.inode),
+            self.generation,
+            self.path.clone(),
+            Arc::clone(&self.sync_latency_us),
+        ))))
     }
 }
 
@@ -496,6 +522,7 @@ impl FileSystem for MemFs {
             path: path.to_owned(),
             buf: Vec::new(),
             len: 0,
+            sync_latency_us: Arc::clone(&self.shared.sync_latency_us),
         }))
     }
 
@@ -509,6 +536,7 @@ impl FileSystem for MemFs {
             path: path.to_owned(),
             buf: Vec::new(),
             len,
+            sync_latency_us: Arc::clone(&self.shared.sync_latency_us),
         }))
     }
 
@@ -659,5 +687,6 @@ impl FileSystem for MemFs {
     }
 }
 
+mod sync_handle;
 #[cfg(test)]
 mod tests;

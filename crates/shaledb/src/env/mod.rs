@@ -36,6 +36,23 @@ pub trait WritableFile: Send + Sync {
     fn is_empty(&self) -> bool {
         self.len() == 0
     }
+    /// A second handle that fsyncs this file from any thread while the
+    /// writer goes on appending: the WAL's group commit fsyncs one group
+    /// through it while the next group is written (docs/architecture.md,
+    /// "Pipelined group commit"). Default: none, and the caller syncs
+    /// through [`WritableFile::sync`] instead.
+    fn sync_handle(&self) -> Result<Option<Arc<dyn FileSync>>> {
+        Ok(None)
+    }
+}
+
+/// Fsyncs one file without the writer's `&mut` (see
+/// [`WritableFile::sync_handle`]).
+pub trait FileSync: Send + Sync {
+    /// Makes durable at least every byte flushed to the OS before this call
+    /// began (fdatasync). Bytes still in the writer's own buffer are not
+    /// covered: the caller flushes first.
+    fn sync_data(&self) -> Result<()>;
 }
 
 /// A file read at offsets; the data files read by many threads at once.

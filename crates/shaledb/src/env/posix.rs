@@ -1,6 +1,8 @@
 //! The real file system (Linux/Unix), using positional I/O and `flock`.
 
-use super::{ExtentFile, FileLock, FileSystem, RandomAccessFile, SequentialFile, WritableFile};
+use super::{
+    ExtentFile, FileLock, FileSync, FileSystem, RandomAccessFile, SequentialFile, WritableFile,
+};
 use crate::error::{Error, Result};
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
@@ -65,6 +67,33 @@ impl WritableFile for PosixWritable {
 
     fn len(&self) -> u64 {
         self.len
+    }
+
+    fn sync_handle(&self) -> Result<Option<Arc<dyn FileSync>>> {
+        // A duplicated descriptor of the same open file: fdatasync through
+        // it covers every write(2) made through `file` before it.
+        let file = self
+            .file
+            .try_clone()
+            .map_err(|e| Error::io("dup", &self.path, e))?;
+        Ok(Some(Arc::new(PosixSync {
+            file,
+            path: self.path.clone(),
+        })))
+    }
+}
+
+/// The fsync side of a [`PosixWritable`].
+struct PosixSync {
+    file: File,
+    path: PathBuf,
+}
+
+impl FileSync for PosixSync {
+    fn sync_data(&self) -> Result<()> {
+        self.file
+            .sync_data()
+            .map_err(|e| Error::io("fdatasync", &self.path, e))
     }
 }
 

@@ -31,6 +31,7 @@
 
 pub mod format;
 mod reader;
+pub(crate) mod sync_point;
 mod writer;
 
 pub use reader::LogReader;

@@ -113,6 +113,12 @@ impl LogWriter {
         self.note(r)
     }
 
+    /// A handle that fsyncs this log from another thread while records are
+    /// appended here (`crate::env::WritableFile::sync_handle`).
+    pub fn sync_handle(&self) -> Result<Option<std::sync::Arc<dyn crate::env::FileSync>>> {
+        self.file.sync_handle()
+    }
+
     /// Bytes written to the file so far, buffered ones included.
     pub fn file_size(&self) -> u64 {
         self.size
