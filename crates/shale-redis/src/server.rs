@@ -1,7 +1,9 @@
 //! Sockets and threads: a thread per connection (the engine's calls block
 //! on fsync and locks, like in shale-server), pipelining (every complete
-//! request in the input is answered, in order, before the next read).
+//! request in the input is answered, in order, before the next read; runs
+//! of data commands share one engine commit, `commands::pipeline`).
 
+use crate::commands::pipeline::{Pipeline, MAX_BATCH};
 use crate::commands::{dispatch, Conn, Shared};
 use crate::durability::Appendfsync;
 use crate::resp::{parse_request, Parsed, Reply};
@@ -192,6 +194,7 @@ fn serve_connection(
     let mut buf: Vec<u8> = Vec::with_capacity(16 * 1024);
     let mut chunk = vec![0u8; 64 * 1024];
     let sink = conn.sink.clone();
+    let mut pipe = Pipeline::default();
     loop {
         // While idle, write out what other threads' messages left behind.
         let Some(got) = read_or_stop(stream, &mut chunk, stop, &mut || sink.flush())? else {
@@ -208,6 +211,18 @@ fn serve_connection(
                     if args.is_empty() {
                         continue; // empty inline line or *0: no reply, like Redis
                     }
+                    if pipe.try_run(shared, conn, &args) {
+                        if conn.quit {
+                            pipe.finish(shared, conn);
+                            close = true;
+                            break;
+                        }
+                        if pipe.len() >= MAX_BATCH && pipe.finish(shared, conn) >= OUT_FLUSH {
+                            sink.flush()?;
+                        }
+                        continue;
+                    }
+                    pipe.finish(shared, conn);
                     let reply = dispatch(shared, conn, &args);
                     let mut pending = sink.append(&reply, conn.resp3);
                     // Invalidations of keys this client itself wrote
@@ -224,12 +239,16 @@ fn serve_connection(
                     }
                 }
                 Err(e) => {
+                    pipe.finish(shared, conn);
                     sink.append(&Reply::err(format!("ERR Protocol error: {e}")), conn.resp3);
                     close = true;
                     break;
                 }
             }
         }
+        // The batch commits before its replies go out (and before the next
+        // read: no stripe is held while waiting for the client).
+        pipe.finish(shared, conn);
         buf.drain(..pos.min(buf.len()));
         sink.flush()?;
         if close {

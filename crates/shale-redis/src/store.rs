@@ -356,6 +356,16 @@ impl Store {
         )
     }
 
+    /// [`Store::lock_stripes`] without waiting: `None` (and nothing held)
+    /// when any of them is taken.
+    pub fn try_lock_stripes(&self, ids: &BTreeSet<usize>) -> Option<KeyLocks<'_>> {
+        let mut held = Vec::with_capacity(ids.len());
+        for &i in ids {
+            held.push(self.stripes.get(i)?.try_lock()?);
+        }
+        Some(KeyLocks(held))
+    }
+
     /// Every stripe id.
     pub fn all_stripes(&self) -> BTreeSet<usize> {
         (0..self.stripes.len()).collect()

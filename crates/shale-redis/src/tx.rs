@@ -33,6 +33,14 @@ pub struct Tx<'a> {
     /// The client whose command this is (0: the server), for tracking's
     /// NOLOOP and for sending its own invalidations after its reply.
     client: u64,
+    /// A pipeline batch (`commands::pipeline`): several commands share
+    /// this transaction, so a command needing a stripe while others are
+    /// held only tries to take it (blocking then could deadlock against
+    /// another batch); a failure sets `lock_failed`.
+    batch: bool,
+    /// Set when a batch's [`Tx::lock`] could not take a stripe: the
+    /// command ran without it, and its effects must be rolled back.
+    lock_failed: bool,
 }
 
 /// One buffered change's inverse.
@@ -58,7 +66,41 @@ impl<'a> Tx<'a> {
             undo: None,
             expiry_sweep: false,
             client: 0,
+            batch: false,
+            lock_failed: false,
         }
+    }
+
+    /// A transaction shared by the consecutive commands of one pipeline
+    /// (`commands::pipeline`): undo is on, so one command's failure is
+    /// rolled back alone, and new stripes are only tried while others are
+    /// held.
+    pub fn new_batch(st: &'a Store, client: u64) -> Tx<'a> {
+        let mut t = Tx::new(st);
+        t.client = client;
+        t.batch = true;
+        t.enable_undo();
+        t
+    }
+
+    /// Whether a batch command could not take a lock since the last call
+    /// (its effects are then to be rolled back and the command run alone);
+    /// resets the flag.
+    pub fn take_lock_failed(&mut self) -> bool {
+        std::mem::take(&mut self.lock_failed)
+    }
+
+    /// Ends one command of a batch: its snapshot, if it took one, must not
+    /// serve later commands (they may lock and then read newer data).
+    pub fn end_command(&mut self) {
+        if self.batch {
+            self.ro = ReadOptions::default();
+        }
+    }
+
+    /// Whether nothing is buffered (a batch of reads commits nothing).
+    pub fn is_empty(&self) -> bool {
+        self.writes.is_empty() && self.ranges.is_empty()
     }
 
     /// A transaction holding every key lock (EXEC, FLUSHDB).
@@ -95,10 +137,24 @@ impl<'a> Tx<'a> {
                 .difference(&self.held)
                 .copied()
                 .collect();
-            if !ids.is_empty() {
-                self.locks.push(self.st.lock_stripes(&ids));
-                self.held.extend(ids);
+            if ids.is_empty() || self.lock_failed {
+                return;
             }
+            // Deadlock freedom: a thread blocks on stripes only while it
+            // holds none, or (one command's single call) in stripe order.
+            // A batch holding stripes for earlier commands may only try.
+            if self.batch && !self.held.is_empty() {
+                match self.st.try_lock_stripes(&ids) {
+                    Some(l) => self.locks.push(l),
+                    None => {
+                        self.lock_failed = true;
+                        return;
+                    }
+                }
+            } else {
+                self.locks.push(self.st.lock_stripes(&ids));
+            }
+            self.held.extend(ids);
         }
     }
 
@@ -114,6 +170,11 @@ impl<'a> Tx<'a> {
 
     /// Takes every key lock (FLUSHDB); a no-op when held already.
     pub fn lock_all(&mut self) {
+        if self.batch && !self.held.is_empty() && !self.all_locked {
+            // Taking the rest while holding some could deadlock (see `lock`).
+            self.lock_failed = true;
+            return;
+        }
         if !self.all_locked {
             // Stripes held already are skipped (a second lock would deadlock).
             let ids: BTreeSet<usize> = self
@@ -129,8 +190,14 @@ impl<'a> Tx<'a> {
 
     /// For read-only commands with several reads and no lock: read at one
     /// engine snapshot so they agree.
+    ///
+    /// In a batch every call takes a fresh snapshot for this command alone
+    /// ([`Tx::end_command`] drops it): the keys earlier commands of the
+    /// batch wrote are locked by it and read from its buffer, so the
+    /// snapshot only serves keys nobody in the batch holds.
     pub fn consistent_reads(&mut self) {
-        if self.locks.is_empty() && self.writes.is_empty() && self.ranges.is_empty() {
+        if self.batch || (self.locks.is_empty() && self.writes.is_empty() && self.ranges.is_empty())
+        {
             self.ro = ReadOptions {
                 snapshot: Some(self.st.engine().snapshot()),
                 ..ReadOptions::default()

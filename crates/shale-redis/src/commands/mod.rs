@@ -13,6 +13,7 @@ mod keys;
 mod lists;
 mod mpop;
 mod multi;
+pub mod pipeline;
 mod random;
 mod rename;
 mod scan;

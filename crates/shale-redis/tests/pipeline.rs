@@ -1,0 +1,178 @@
+//! Pipelined requests: runs of data commands share one engine commit
+//! (`commands::pipeline`). The replies must be exactly what redis-server
+//! sends for the same bytes in one write, and concurrent pipelines on
+//! shared keys must neither lose updates nor deadlock.
+// Tests index and unwrap freely: a panic is a test failure.
+#![allow(clippy::unwrap_used, clippy::indexing_slicing)]
+
+mod common;
+use common::{cli, on_both_servers, start_shale, Raw, PW};
+use std::io::Write;
+
+/// Sends every command of `script` in one write, then reads one reply each.
+fn pipelined(c: &mut Raw, script: &[&[&str]]) -> Vec<String> {
+    let mut bytes = Vec::new();
+    for cmd in script {
+        let a: Vec<&[u8]> = cmd.iter().map(|s| s.as_bytes()).collect();
+        bytes.extend(Raw::encode(&a));
+    }
+    c.w.write_all(&bytes).unwrap();
+    script
+        .iter()
+        .map(|cmd| format!("{cmd:?} -> {}", c.reply()))
+        .collect()
+}
+
+#[test]
+fn a_pipeline_gets_redis_replies_in_order() {
+    let script: &[&[&str]] = &[
+        &["AUTH", PW],
+        &["SET", "a", "1"],
+        &["INCR", "a"],
+        &["INCRBY", "a", "5"],
+        &["GET", "a"],
+        // A failing command in the middle of a batch changes nothing.
+        &["LPUSH", "a", "x"],
+        &["INCR", "a"],
+        &["HSET", "h", "f", "1", "g", "2"],
+        &["HINCRBY", "h", "f", "10"],
+        &["HGETALL", "h"],
+        &["RPUSH", "l", "1", "2", "3"],
+        &["LPOP", "l"],
+        &["LRANGE", "l", "0", "-1"],
+        // Not batched: the batch before it commits first.
+        &["CLIENT", "SETNAME", "p"],
+        &["SADD", "s", "m1", "m2"],
+        &["SREM", "s", "m1"],
+        &["SMEMBERS", "s"],
+        &["ZADD", "z", "1", "one", "2", "two"],
+        &["ZINCRBY", "z", "5", "one"],
+        &["ZRANGE", "z", "0", "-1", "WITHSCORES"],
+        &["MSET", "m1", "a", "m2", "b", "m3", "c"],
+        &["MGET", "m1", "m2", "m3", "nope"],
+        &["DEL", "m1", "m2"],
+        &["EXISTS", "m1", "m2", "m3"],
+        &["SET", "t", "v", "EX", "100"],
+        &["TTL", "t"],
+        &["PERSIST", "t"],
+        &["TTL", "t"],
+        // Wrong arity and unknown commands inside a run.
+        &["GET"],
+        &["NOSUCHCOMMAND", "x"],
+        &["GETSET", "a", "new"],
+        &["SELECT", "1"],
+        &["GET", "a"],
+        &["SET", "a", "db1"],
+        &["SELECT", "0"],
+        &["GET", "a"],
+        // MULTI in a pipeline: queued, then EXEC'd as one.
+        &["MULTI"],
+        &["INCR", "c"],
+        &["INCR", "c"],
+        &["EXEC"],
+        &["GET", "c"],
+        &["TYPE", "h"],
+        &["UNLINK", "h", "l", "s", "z"],
+        &["DEL", "a", "c", "m3", "t"],
+    ];
+    let want = on_both_servers(|port| {
+        let mut c = Raw::connect(port);
+        pipelined(&mut c, script)
+    });
+    assert_eq!(want.len(), script.len());
+}
+
+/// Many connections pipelining read-modify-writes on shared keys, with
+/// multi-key commands taking their keys in opposite orders: every
+/// increment lands once, and nothing deadlocks (a hang fails the test by
+/// its 10 s read timeout).
+#[test]
+fn concurrent_pipelines_lose_nothing_and_do_not_deadlock() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = start_shale(dir.path());
+    let port = s.port;
+    const CLIENTS: usize = 8;
+    const ROUNDS: usize = 60;
+    let threads: Vec<_> = (0..CLIENTS)
+        .map(|t| {
+            std::thread::spawn(move || {
+                let mut c = Raw::connect(port);
+                assert_eq!(c.call(&["AUTH", PW]), "+OK\r\n");
+                let (x, y) = if t % 2 == 0 {
+                    ("k1", "k9")
+                } else {
+                    ("k9", "k1")
+                };
+                let tag = format!("t{t}");
+                for i in 0..ROUNDS {
+                    let field = format!("{tag}-{i}");
+                    // Half the clients take k1 then k9, the others k9
+                    // then k1, each in its own command of one batch.
+                    let script: &[&[&str]] = &[
+                        &["INCR", x],
+                        &["INCR", y],
+                        &["INCR", "n"],
+                        &["HINCRBY", "h", "n", "2"],
+                        &["MSET", x, "1", y, "2"],
+                        &["INCR", x],
+                        &["INCR", y],
+                        &["HSET", "h", &field, "x"],
+                        &["RPUSH", "l", &field],
+                        &["ZINCRBY", "z", "1", "m"],
+                        &["GET", "n"],
+                    ];
+                    for r in pipelined(&mut c, script) {
+                        assert!(!r.contains("-ERR") && !r.contains("WRONGTYPE"), "{r}");
+                    }
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    let total = (CLIENTS * ROUNDS).to_string();
+    assert_eq!(cli(port, &["get", "n"]), total);
+    assert_eq!(
+        cli(port, &["hget", "h", "n"]),
+        (2 * CLIENTS * ROUNDS).to_string()
+    );
+    assert_eq!(
+        cli(port, &["hlen", "h"]),
+        (CLIENTS * ROUNDS + 1).to_string()
+    );
+    assert_eq!(cli(port, &["llen", "l"]), total);
+    assert_eq!(cli(port, &["zscore", "z", "m"]), total);
+    // The last MSET left 1 or 2, and every INCR after it added one.
+    let k1: i64 = cli(port, &["get", "k1"]).parse().unwrap();
+    assert!(k1 >= 2, "k1 = {k1}");
+}
+
+/// The batch's writes are durable like single commands: acknowledged
+/// pipelined writes survive kill -9 of the server.
+#[test]
+fn acknowledged_pipelined_writes_survive_kill9() {
+    let dir = tempfile::tempdir().unwrap();
+    let port;
+    {
+        let s = start_shale(dir.path());
+        port = s.port;
+        let mut c = Raw::connect(port);
+        assert_eq!(c.call(&["AUTH", PW]), "+OK\r\n");
+        for i in 0..50 {
+            let v = i.to_string();
+            let script: &[&[&str]] = &[&["SET", "last", &v], &["RPUSH", "log", &v], &["INCR", "n"]];
+            let replies = pipelined(&mut c, script);
+            assert!(
+                replies[2].ends_with(&format!(":{}\r\n", i + 1)),
+                "{replies:?}"
+            );
+        }
+        // `s` is dropped here: SIGKILL, no shutdown.
+    }
+    let _ = port;
+    let s = start_shale(dir.path());
+    assert_eq!(cli(s.port, &["get", "last"]), "49");
+    assert_eq!(cli(s.port, &["llen", "log"]), "50");
+    assert_eq!(cli(s.port, &["get", "n"]), "50");
+}
