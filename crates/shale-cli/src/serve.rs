@@ -101,6 +101,10 @@ pub struct ServeArgs {
     /// reply, via group commit), `everysec` or `no` (CONFIG SET changes it).
     #[arg(long, default_value = "everysec", value_parser = ["always", "everysec", "no"])]
     redis_appendfsync: String,
+    /// The Redis endpoint's event-loop threads (default: one per core, at
+    /// most 4); 0 serves each Redis connection on a thread of its own.
+    #[arg(long, requires = "redis_port")]
+    redis_io_threads: Option<usize>,
     /// Also serve the Redis protocol over TLS on this port (Redis's
     /// tls-port), relayed to --redis-port.
     #[arg(long, requires = "redis_port")]
@@ -229,6 +233,7 @@ pub fn serve(db: Db, dir: &Path, args: ServeArgs) -> Result<(), CliError> {
                     args.redis_appendfsync.as_bytes(),
                 )
                 .unwrap_or_default(),
+                io_threads: args.redis_io_threads,
             };
             let handle = std::thread::spawn(move || {
                 shale_redis::server::serve_with(db, listener, cfg, stop)

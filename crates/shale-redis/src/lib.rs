@@ -2,7 +2,8 @@
 //!
 //! A Redis-protocol (RESP2 / RESP3) endpoint on the ShaleDB engine:
 //! strings, hashes, lists, sets and sorted sets stored Kvrocks-style
-//! (docs/redis.md), MULTI/EXEC/WATCH, a thread-per-connection server,
+//! (docs/redis.md), MULTI/EXEC/WATCH, event-loop I/O threads (a thread of
+//! its own for a connection that may block),
 //! Redis's reply types and error strings.
 
 pub mod acl;
@@ -14,7 +15,9 @@ pub mod glob;
 pub mod ldouble;
 pub mod outbuf;
 pub mod pubsub;
+mod reactor;
 mod reclaim;
+mod requests;
 pub mod resp;
 pub mod server;
 pub mod slowlog;

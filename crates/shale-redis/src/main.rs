@@ -13,6 +13,7 @@ use std::sync::Arc;
 const USAGE: &str = "usage: shale-redis-server --db DIR [--port P (6379; 0 = any free port)] \
                      (--requirepass PW | --no-password-i-know) \
                      [--appendfsync always|everysec|no (everysec)] \
+                     [--io-threads N (event loops; default one per core, at most 4; 0 = a thread per connection)] \
                      [--tls-port P --tls-cert-file F --tls-key-file F [--tls-ca-cert-file F]]";
 
 struct Args {
@@ -20,6 +21,7 @@ struct Args {
     port: u16,
     password: Option<String>,
     appendfsync: Appendfsync,
+    io_threads: Option<usize>,
     tls_port: Option<u16>,
     tls_cert: Option<String>,
     tls_key: Option<String>,
@@ -30,6 +32,7 @@ fn parse_args() -> Result<Args, String> {
     let mut it = std::env::args().skip(1);
     let (mut db, mut port, mut password, mut no_pw) = (None, 6379u16, None, false);
     let mut appendfsync = Appendfsync::default();
+    let mut io_threads = None;
     let (mut tls_port, mut tls_cert, mut tls_key, mut tls_ca) = (None, None, None, None);
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -44,6 +47,10 @@ fn parse_args() -> Result<Args, String> {
                 let v = it.next().ok_or("--appendfsync needs a value")?;
                 appendfsync = Appendfsync::parse(v.as_bytes())
                     .ok_or_else(|| format!("--appendfsync: {v:?} is not always, everysec or no"))?;
+            }
+            "--io-threads" => {
+                let v = it.next().ok_or("--io-threads needs a value")?;
+                io_threads = Some(v.parse().map_err(|_| format!("bad --io-threads {v:?}"))?);
             }
             "--tls-port" => {
                 let v = it.next().ok_or("--tls-port needs a value")?;
@@ -74,6 +81,7 @@ fn parse_args() -> Result<Args, String> {
         port,
         password,
         appendfsync,
+        io_threads,
         tls_port,
         tls_cert,
         tls_key,
@@ -154,6 +162,7 @@ fn main() -> ExitCode {
         password: args.password,
         appendfsync: args.appendfsync,
         tls,
+        io_threads: args.io_threads,
     };
     let served = serve_with(db.clone(), listener, cfg, stop);
     let closed = db.close();

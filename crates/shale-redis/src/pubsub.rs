@@ -146,6 +146,33 @@ impl Sink {
         g.buf.len()
     }
 
+    /// Writes what the socket takes now (an event-loop connection's socket
+    /// is nonblocking) and keeps the rest; `Ok(true)` when nothing is left.
+    /// The connection's own thread only.
+    pub fn try_flush(&self) -> std::io::Result<bool> {
+        let Some(w) = &self.writer else {
+            self.inner.lock().buf.clear();
+            return Ok(true);
+        };
+        let mut g = self.inner.lock();
+        let mut done = 0;
+        let result = loop {
+            let Some(rest) = g.buf.get(done..).filter(|r| !r.is_empty()) else {
+                break Ok(());
+            };
+            match (&mut &*w).write(rest) {
+                Ok(0) => break Err(std::io::ErrorKind::WriteZero.into()),
+                Ok(n) => done += n,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break Ok(()),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => break Err(e),
+            }
+        };
+        let len = g.buf.len();
+        g.buf.drain(..done.min(len));
+        result.map(|()| g.buf.is_empty())
+    }
+
     /// Writes out everything pending, blocking (the connection's own
     /// thread only). The socket is written without the lock, so other
     /// threads' messages queue meanwhile instead of waiting for it.

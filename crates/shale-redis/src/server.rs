@@ -3,10 +3,10 @@
 //! request in the input is answered, in order, before the next read; runs
 //! of data commands share one engine commit, `commands::pipeline`).
 
-use crate::commands::pipeline::{Pipeline, MAX_BATCH};
-use crate::commands::{dispatch, Conn, Shared};
+use crate::commands::{Conn, Shared};
 use crate::durability::Appendfsync;
-use crate::resp::{parse_request, Parsed, Reply};
+use crate::reactor::Reactor;
+use crate::requests::run_requests;
 use crate::store::{Store, StoreError};
 use std::io::{ErrorKind, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -17,8 +17,6 @@ use thiserror::Error;
 
 /// Connections served at once (Redis's maxclients default).
 pub const MAX_CLIENTS: u64 = 10_000;
-/// Replies are written out once this many bytes are pending.
-const OUT_FLUSH: usize = 64 * 1024;
 /// How often idle connections and the accept loop look at the stop flag.
 pub(crate) const POLL: Duration = Duration::from_millis(100);
 
@@ -39,6 +37,9 @@ pub struct ServerConfig {
     pub appendfsync: Appendfsync,
     /// A second listener speaking TLS (Redis's `tls-port`).
     pub tls: Option<TlsListener>,
+    /// Event-loop threads serving the connections (`reactor`); `None`: one
+    /// per core, at most 4; `Some(0)`: a thread per connection.
+    pub io_threads: Option<usize>,
 }
 
 /// The TLS port's listener and its rustls configuration
@@ -100,9 +101,29 @@ pub fn serve_with(
         let (shared, stop) = (shared.clone(), stop.clone());
         std::thread::spawn(move || crate::durability::run(&shared.store, &stop))
     };
+    let loops = cfg
+        .io_threads
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get().min(4)));
+    let reactors = (0..loops)
+        .map(|_| Reactor::start(shared.clone(), stop.clone()))
+        .collect::<std::io::Result<Vec<_>>>()?;
+    let mut accepted = 0usize;
     while !stop.load(Ordering::SeqCst) {
         match listener.accept() {
             Ok((stream, _)) => {
+                accepted = accepted.wrapping_add(1);
+                // Under `always` every request would leave the loop at once.
+                let event_loop = reactors.get(accepted % loops.max(1)).filter(|_| {
+                    shared.store.appendfsync() != crate::durability::Appendfsync::Always
+                });
+                if let Some(r) = event_loop {
+                    if let Some(stream) = admit(&shared, stream) {
+                        if r.add(stream).is_err() {
+                            shared.clients.fetch_sub(1, Ordering::SeqCst);
+                        }
+                    }
+                    continue;
+                }
                 threads.retain(|t: &std::thread::JoinHandle<()>| !t.is_finished());
                 let shared = shared.clone();
                 let stop = stop.clone();
@@ -123,6 +144,9 @@ pub fn serve_with(
     for t in threads {
         let _ = t.join();
     }
+    for r in reactors {
+        r.join();
+    }
     let _ = sweeper.join();
     let _ = fsyncer.join();
     if let Some(t) = tls {
@@ -136,7 +160,23 @@ pub fn serve_with(
     Ok(())
 }
 
-struct ClientGuard<'a>(&'a Shared);
+/// Counts a new connection in `Shared::clients`; `None` (the client told,
+/// the socket closed) past `MAX_CLIENTS`. The caller counts it out when it
+/// closes.
+fn admit(shared: &Shared, mut stream: TcpStream) -> Option<TcpStream> {
+    let n = shared.clients.fetch_add(1, Ordering::SeqCst) + 1;
+    if n > MAX_CLIENTS {
+        shared.clients.fetch_sub(1, Ordering::SeqCst);
+        shared.stats.rejected.fetch_add(1, Ordering::Relaxed);
+        let _ = stream.set_nonblocking(false);
+        let _ = stream.write_all(b"-ERR max number of clients reached\r\n");
+        return None;
+    }
+    Some(stream)
+}
+
+/// Counts a connection in `Shared::clients` until dropped.
+pub(crate) struct ClientGuard<'a>(pub(crate) &'a Shared);
 impl Drop for ClientGuard<'_> {
     fn drop(&mut self) {
         self.0.clients.fetch_sub(1, Ordering::SeqCst);
@@ -155,7 +195,7 @@ fn connection(shared: &Shared, mut stream: TcpStream, stop: &AtomicBool) -> std:
     }
     stream.set_read_timeout(Some(POLL))?;
     let mut conn = Conn::new(shared, Some(&stream));
-    let r = serve_connection(shared, &mut stream, &mut conn, stop);
+    let r = serve_connection(shared, &mut stream, &mut conn, stop, Vec::new());
     conn.close(shared);
     r
 }
@@ -185,75 +225,30 @@ pub(crate) fn read_or_stop(
     }
 }
 
-fn serve_connection(
+/// Serves one connection on its own thread until it closes or `stop` is
+/// set: the requests in `buf` first (left by an event loop that handed the
+/// connection over, see `reactor`), then whatever the client sends.
+pub(crate) fn serve_connection(
     shared: &Shared,
     stream: &mut TcpStream,
     conn: &mut Conn,
     stop: &AtomicBool,
+    mut buf: Vec<u8>,
 ) -> std::io::Result<()> {
-    let mut buf: Vec<u8> = Vec::with_capacity(16 * 1024);
     let mut chunk = vec![0u8; 64 * 1024];
     let sink = conn.sink.clone();
-    let mut pipe = Pipeline::default();
     loop {
+        let ran = run_requests(shared, conn, &buf, false)?;
+        buf.drain(..ran.used.min(buf.len()));
+        sink.flush()?;
+        if ran.close {
+            let _ = stream.shutdown(std::net::Shutdown::Both);
+            return Ok(());
+        }
         // While idle, write out what other threads' messages left behind.
         let Some(got) = read_or_stop(stream, &mut chunk, stop, &mut || sink.flush())? else {
             return Ok(());
         };
         buf.extend_from_slice(chunk.get(..got).unwrap_or_default());
-        let mut pos = 0;
-        let mut close = false;
-        while pos < buf.len() {
-            match parse_request(buf.get(pos..).unwrap_or_default()) {
-                Ok(Parsed::Incomplete) => break,
-                Ok(Parsed::Request(args, used)) => {
-                    pos += used;
-                    if args.is_empty() {
-                        continue; // empty inline line or *0: no reply, like Redis
-                    }
-                    if pipe.try_run(shared, conn, &args) {
-                        if conn.quit {
-                            pipe.finish(shared, conn);
-                            close = true;
-                            break;
-                        }
-                        if pipe.len() >= MAX_BATCH && pipe.finish(shared, conn) >= OUT_FLUSH {
-                            sink.flush()?;
-                        }
-                        continue;
-                    }
-                    pipe.finish(shared, conn);
-                    let reply = dispatch(shared, conn, &args);
-                    let mut pending = sink.append(&reply, conn.resp3);
-                    // Invalidations of keys this client itself wrote
-                    // follow its reply (CLIENT TRACKING).
-                    for m in shared.store.tracking().take_pending(conn.id) {
-                        pending = sink.append(&m, conn.resp3);
-                    }
-                    if pending >= OUT_FLUSH {
-                        sink.flush()?;
-                    }
-                    if conn.quit {
-                        close = true;
-                        break;
-                    }
-                }
-                Err(e) => {
-                    pipe.finish(shared, conn);
-                    sink.append(&Reply::err(format!("ERR Protocol error: {e}")), conn.resp3);
-                    close = true;
-                    break;
-                }
-            }
-        }
-        // The batch commits before its replies go out (and before the next
-        // read: no stripe is held while waiting for the client).
-        pipe.finish(shared, conn);
-        buf.drain(..pos.min(buf.len()));
-        sink.flush()?;
-        if close {
-            let _ = stream.shutdown(std::net::Shutdown::Both);
-            return Ok(());
-        }
     }
 }

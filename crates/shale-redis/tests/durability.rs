@@ -42,6 +42,7 @@ fn start(db: Db, mode: Appendfsync) -> Running {
         password: None,
         appendfsync: mode,
         tls: None,
+        io_threads: None,
     };
     let s = stop.clone();
     let thread = std::thread::spawn(move || {

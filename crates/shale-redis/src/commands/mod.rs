@@ -567,7 +567,7 @@ fn subscription_kind(name: &str) -> Option<Kind> {
     }
 }
 
-fn is_blocking(name: &str) -> bool {
+pub(crate) fn is_blocking(name: &str) -> bool {
     matches!(
         name,
         "blpop" | "brpop" | "blmove" | "brpoplpush" | "bzpopmin" | "bzpopmax" | "blmpop" | "bzmpop"

@@ -35,6 +35,11 @@ impl Proc {
 
 /// Starts shale-redis-server on `dir` with `--port 0`; reads the port it prints.
 pub fn start_shale(dir: &Path) -> Proc {
+    start_shale_with(dir, &[])
+}
+
+/// [`start_shale`] with more arguments.
+pub fn start_shale_with(dir: &Path, extra: &[&str]) -> Proc {
     let mut child = Command::new(env!("CARGO_BIN_EXE_shale-redis-server"))
         .args([
             "--db",
@@ -44,6 +49,7 @@ pub fn start_shale(dir: &Path) -> Proc {
             "--requirepass",
             PW,
         ])
+        .args(extra)
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
