@@ -9,6 +9,7 @@ use crate::store::{prefix_end, Result, Store};
 use parking_lot::RwLock;
 use shaledb::{ReadOptions, WriteBatch};
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// Bit of `@write` in `table::CATEGORIES`.
@@ -16,6 +17,10 @@ const WRITE_BIT: u32 = 1 << 2;
 
 pub struct Acl {
     users: RwLock<BTreeMap<String, Arc<User>>>,
+    /// Bumped by every change of `users` (under its write lock): a
+    /// connection's cached "this user may run anything" holds while it is
+    /// unchanged (`commands::acl::check`).
+    version: AtomicU64,
     pub log: AclLog,
     /// `requirepass` as last given (flag or CONFIG SET), for CONFIG GET.
     requirepass: RwLock<String>,
@@ -55,6 +60,7 @@ impl Acl {
             .or_insert_with(|| Arc::new(User::default_user(password)));
         Ok(Acl {
             users: RwLock::new(users),
+            version: AtomicU64::new(0),
             log: AclLog::default(),
             requirepass: RwLock::new(password.unwrap_or_default().to_string()),
         })
@@ -83,6 +89,11 @@ impl Acl {
         Ok(())
     }
 
+    /// Changes when any user changes (see the field).
+    pub fn version(&self) -> u64 {
+        self.version.load(Ordering::Acquire)
+    }
+
     /// The user (shared: a request's check clones no rule set).
     pub fn get(&self, name: &str) -> Option<Arc<User>> {
         self.users.read().get(name).cloned()
@@ -103,6 +114,7 @@ impl Acl {
         b.put_cf(st.cf(), &user_key(&u.name), u.describe().as_bytes());
         st.engine().write(&synced(), b)?;
         users.insert(u.name.clone(), Arc::new(u));
+        self.version.fetch_add(1, Ordering::AcqRel);
         Ok(())
     }
 
@@ -117,6 +129,7 @@ impl Acl {
                 n += 1;
             }
         }
+        self.version.fetch_add(1, Ordering::AcqRel);
         st.engine().write(&synced(), b)?;
         Ok(n)
     }

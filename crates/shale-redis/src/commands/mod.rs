@@ -152,6 +152,9 @@ pub struct Conn {
     pub info: Arc<crate::clients::ClientInfo>,
     /// CLIENT NO-EVICT (shown as flag `e`; nothing is evicted here).
     pub no_evict: bool,
+    /// `(Acl::version, user)` at which `user` was found unrestricted: while
+    /// both hold, the per-request ACL check has nothing to refuse.
+    acl_unrestricted: Option<(u64, String)>,
 }
 
 impl Conn {
@@ -184,6 +187,7 @@ impl Conn {
             dirty: Arc::new(AtomicBool::new(false)),
             resp3: false,
             name: None,
+            acl_unrestricted: None,
         }
     }
 
