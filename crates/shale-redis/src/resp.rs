@@ -255,6 +255,13 @@ pub enum Reply {
     /// Several replies to one request, in order (SUBSCRIBE a b answers one
     /// confirmation per channel); an empty one sends nothing.
     Multi(Vec<Reply>),
+    /// An array of `count` bulk strings whose encoding ([`bulk`] each) is
+    /// `body`: the same bytes in RESP2 and RESP3, built straight from the
+    /// engine's values with no allocation per element (LRANGE).
+    BulkArray {
+        count: usize,
+        body: Vec<u8>,
+    },
 }
 
 impl Reply {
@@ -276,7 +283,7 @@ impl Reply {
         match self {
             Reply::Simple(s) => line(out, b'+', s.as_bytes()),
             Reply::Error(s) => line(out, b'-', &sanitize(s)),
-            Reply::Int(n) => line(out, b':', n.to_string().as_bytes()),
+            Reply::Int(n) => num_line(out, b':', *n),
             Reply::Nil | Reply::NilArray if resp3 => out.extend_from_slice(b"_\r\n"),
             Reply::Nil => out.extend_from_slice(b"$-1\r\n"),
             Reply::NilArray => out.extend_from_slice(b"*-1\r\n"),
@@ -289,10 +296,14 @@ impl Reply {
             }
             Reply::Verbatim(b) => bulk(out, b),
             Reply::Array(items) => {
-                line(out, b'*', items.len().to_string().as_bytes());
+                num_line(out, b'*', items.len());
                 for it in items {
                     it.encode(out, resp3);
                 }
+            }
+            Reply::BulkArray { count, body } => {
+                num_line(out, b'*', *count);
+                out.extend_from_slice(body);
             }
             Reply::Multi(items) => {
                 for it in items {
@@ -338,8 +349,10 @@ impl Reply {
     }
 }
 
-fn bulk(out: &mut Vec<u8>, b: &[u8]) {
-    line(out, b'$', b.len().to_string().as_bytes());
+/// Appends `b` as a bulk string (`$len\r\n b \r\n`): also how a
+/// [`Reply::BulkArray`]'s body is built.
+pub fn bulk(out: &mut Vec<u8>, b: &[u8]) {
+    num_line(out, b'$', b.len());
     out.extend_from_slice(b);
     out.extend_from_slice(b"\r\n");
 }
@@ -380,6 +393,14 @@ fn sanitize(s: &str) -> Vec<u8> {
     s.bytes()
         .map(|c| if c == b'\r' || c == b'\n' { b' ' } else { c })
         .collect()
+}
+
+/// `tag`, the decimal `n`, CRLF (formatted in place, no heap string).
+fn num_line(out: &mut Vec<u8>, tag: u8, n: impl std::fmt::Display) {
+    use std::io::Write;
+    out.push(tag);
+    // Writing to a Vec cannot fail.
+    let _ = write!(out, "{n}\r\n");
 }
 
 fn line(out: &mut Vec<u8>, tag: u8, body: &[u8]) {

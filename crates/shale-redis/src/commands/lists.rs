@@ -36,21 +36,37 @@ fn range(
     stop: i64,
 ) -> Result<Vec<Vec<u8>>, CmdError> {
     let mut out = Vec::new();
+    scan_range(tx, db, key, m, start, stop, |v| out.push(v.to_vec()))?;
+    Ok(out)
+}
+
+/// Calls `f` with each element at positions `start ..= stop` (already
+/// clamped to the list), in order, without copying it.
+fn scan_range(
+    tx: &Tx,
+    db: u8,
+    key: &[u8],
+    m: &Meta,
+    start: i64,
+    stop: i64,
+    mut f: impl FnMut(&[u8]),
+) -> Result<(), CmdError> {
     if start > stop {
-        return Ok(out);
+        return Ok(());
     }
     let want = usize::try_from(stop - start + 1).unwrap_or(0);
-    let first = elem_key(db, key, m, start);
+    let mut seen = 0;
     tx.scan(
         &sub_prefix(db, key, m.version),
-        Some(&first),
+        Some(&elem_key(db, key, m, start)),
         false,
         |_, v| {
-            out.push(v.to_vec());
-            out.len() < want
+            f(v);
+            seen += 1;
+            seen < want
         },
     )?;
-    Ok(out)
+    Ok(())
 }
 
 /// Replaces the elements from position `from` to the end with `tail`.
@@ -187,11 +203,14 @@ pub fn run(tx: &mut Tx, db: u8, name: &str, a: &[Vec<u8>]) -> CmdResult {
             let Some(m) = list_meta(tx, db, key)? else {
                 return Ok(Reply::Array(vec![]));
             };
-            let items = match clamp(start, stop, len(&m)) {
-                Some((s, e)) => range(tx, db, key, &m, s, e)?,
-                None => Vec::new(),
-            };
-            Ok(Reply::Array(items.into_iter().map(Reply::Bulk).collect()))
+            let (mut count, mut body) = (0, Vec::new());
+            if let Some((s, e)) = clamp(start, stop, len(&m)) {
+                scan_range(tx, db, key, &m, s, e, |v| {
+                    crate::resp::bulk(&mut body, v);
+                    count += 1;
+                })?;
+            }
+            Ok(Reply::BulkArray { count, body })
         }
         "lindex" => {
             // Redis looks the key up (and checks its type) before the index.
