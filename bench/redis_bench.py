@@ -5,6 +5,7 @@ Usage:
     python3 bench/redis_bench.py [--requests 1000000] [--clients 50]
         [--pipelines 1,16] [--rounds 2] [--random-keys N] [--shale PATH]
         [--tests set,get,...] [--appendfsync everysec] [--out FILE.json]
+    python3 bench/redis_bench.py --large N [--value-size 1000]
 
 Starts, each on a fresh directory on a free loopback port with a password:
   * `shale serve --redis-port P` (release binary; default target/release/shale,
@@ -20,6 +21,16 @@ pipeline depth with the per-test medians over the rounds and the ratio
 ShaleDB / redis-server, and writes everything to --out (default
 bench/results/redis-<time>.json). Bounded: N requests per test, both servers
 stopped at the end.
+
+--large N: instead of the table, the issue's "data set larger than memory"
+run on ShaleDB alone: the server starts with a small memory budget
+(`--cache-mb 64 --write-buffer-mb 16`: a 64 MiB block cache and at most
+4 x 16 MiB memtables, 128 MiB), SET loads N keys of --value-size bytes
+(`redis-benchmark -t set -r N -n 3N -P 16 -d SIZE`, which leaves ~95% of the
+N names set), the page cache is dropped (`echo 3 > /proc/sys/vm/drop_caches`,
+root only), then GET runs over the same N names at -P 1 and -P 16; printed:
+requests/s, p50/p99, and bytes the server read from the disk per GET
+(/proc/PID/io read_bytes), and the server's RSS.
 
 Without --random-keys every SET/GET/INCR hits one key and LPUSH/RPOP/SADD/...
 one collection, as redis-benchmark does by default (the issue's command line);
@@ -63,13 +74,21 @@ def wait_for_port(port, proc, what, timeout=60.0):
     sys.exit(f"{what} did not listen on {port} within {timeout} s")
 
 
-def start_shale(binary, root, appendfsync):
+SERVE_ARGS = []  # --serve-args: more `shale serve` flags
+# --large: values of 512 B and more go to value files read with O_DIRECT,
+# so a GET that misses the engine's caches reads the device, not the page
+# cache (which on this 24 GiB machine would hold the whole data set).
+LARGE_ENGINE_ARGS = ("--min-blob-size", "512", "--blob-direct-reads")
+
+
+def start_shale(binary, root, appendfsync, engine_args=()):
     port, mysql_port = free_port(), free_port()
     log = open(os.path.join(root, "shale.log"), "w")
     proc = subprocess.Popen(
-        [binary, "--db", os.path.join(root, "shale"), "serve", "--port", str(mysql_port),
+        [binary, "--db", os.path.join(root, "shale"), *engine_args, "serve",
+         "--port", str(mysql_port),
          "--root-password", PASSWORD, "--redis-port", str(port),
-         "--redis-appendfsync", appendfsync],
+         "--redis-appendfsync", appendfsync, *SERVE_ARGS],
         stdout=log, stderr=subprocess.STDOUT)
     wait_for_port(port, proc, "shale serve")
     return proc, port
@@ -117,7 +136,13 @@ def main():
     ap.add_argument("--appendfsync", default="everysec", choices=["always", "everysec", "no"])
     ap.add_argument("--shale", default=os.path.join(REPO, "target", "release", "shale"))
     ap.add_argument("--out")
+    ap.add_argument("--large", type=int, default=0)
+    ap.add_argument("--serve-args", default="", help="more `shale serve` flags, e.g. '--redis-io-threads 0'")
+    ap.add_argument("--value-size", type=int, default=1000)
     args = ap.parse_args()
+    SERVE_ARGS.extend(args.serve_args.split())
+    if args.large:
+        return large(args)
     depths = [int(d) for d in args.pipelines.split(",")]
     root = tempfile.mkdtemp(prefix="redis-bench-", dir=os.environ.get("BENCH_DIR", "/tmp"))
     print(f"data in {root}", flush=True)
@@ -172,6 +197,69 @@ def main():
                 p.wait(timeout=60)
             except subprocess.TimeoutExpired:
                 p.kill()
+        if not os.environ.get("KEEP"):
+            shutil.rmtree(root, ignore_errors=True)
+
+
+def read_bytes(pid):
+    with open(f"/proc/{pid}/io") as f:
+        for line in f:
+            if line.startswith("read_bytes:"):
+                return int(line.split()[1])
+    return 0
+
+
+def large(args):
+    root = tempfile.mkdtemp(prefix="redis-large-", dir=os.environ.get("BENCH_DIR", "/tmp"))
+    print(f"data in {root}", flush=True)
+    proc = None
+    try:
+        proc, port = start_shale(args.shale, root, args.appendfsync,
+                                 ("--cache-mb", "64", "--write-buffer-mb", "16", *LARGE_ENGINE_ARGS))
+        n = args.large
+        base = ["redis-benchmark", "-p", str(port), "-a", PASSWORD, "-c", str(args.clients),
+                "--csv", "-r", str(n)]
+        t0 = time.time()
+        subprocess.run(base + ["-t", "set", "-n", str(3 * n), "-P", "16", "-d", str(args.value_size)],
+                       capture_output=True, text=True, check=True, timeout=3600)
+        load_s = time.time() - t0
+        time.sleep(10)  # let the last flushes finish
+        du = subprocess.run(["du", "-sb", os.path.join(root, "shale")], capture_output=True,
+                            text=True).stdout.split()[0]
+        print(f"loaded {3 * n:,} SETs over {n:,} names of {args.value_size} B in {load_s:.0f} s; "
+              f"data directory {int(du) / 2**20:,.0f} MiB; RSS {rss_kib(proc.pid) / 1024:,.0f} MiB",
+              flush=True)
+        report = {"names": n, "value_size": args.value_size, "load_s": load_s,
+                  "dir_bytes": int(du), "runs": []}
+        for depth, requests in ((1, 200_000), (16, 1_000_000)):
+            subprocess.run(["sync"], check=True)
+            with open("/proc/sys/vm/drop_caches", "w") as f:
+                f.write("3\n")
+            r0 = read_bytes(proc.pid)
+            cmd = base + ["-t", "get", "-n", str(requests), "-P", str(depth)]
+            out = subprocess.run(cmd, capture_output=True, text=True, check=True,
+                                 timeout=3600).stdout
+            rec = next(csv.DictReader(io.StringIO(out)))
+            per_get = (read_bytes(proc.pid) - r0) / requests
+            run = {"command": " ".join(cmd), "rps": float(rec["rps"]),
+                   "p50_ms": float(rec["p50_latency_ms"]), "p99_ms": float(rec["p99_latency_ms"]),
+                   "disk_bytes_per_get": per_get, "rss_kib": rss_kib(proc.pid)}
+            report["runs"].append(run)
+            print(f"GET -P {depth}: {run['rps']:,.0f} requests/s, p50 {run['p50_ms']} ms, "
+                  f"p99 {run['p99_ms']} ms, {per_get:,.0f} bytes read from disk per GET, "
+                  f"RSS {run['rss_kib'] / 1024:,.0f} MiB", flush=True)
+        out = args.out or os.path.join(
+            REPO, "bench", "results", time.strftime("redis-large-%Y%m%d-%H%M%S.json"))
+        with open(out, "w") as f:
+            json.dump(report, f, indent=1)
+        print(f"written to {out}")
+    finally:
+        if proc:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=120)
+            except subprocess.TimeoutExpired:
+                proc.kill()
         if not os.environ.get("KEEP"):
             shutil.rmtree(root, ignore_errors=True)
 

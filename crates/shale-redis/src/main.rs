@@ -13,7 +13,7 @@ use std::sync::Arc;
 const USAGE: &str = "usage: shale-redis-server --db DIR [--port P (6379; 0 = any free port)] \
                      (--requirepass PW | --no-password-i-know) \
                      [--appendfsync always|everysec|no (everysec)] \
-                     [--io-threads N (event loops; default one per core, at most 4; 0 = a thread per connection)] \
+                     [--io-threads N (event loops; default two per core, at most 8; 0 = a thread per connection)] \
                      [--tls-port P --tls-cert-file F --tls-key-file F [--tls-ca-cert-file F]]";
 
 struct Args {
