@@ -9,10 +9,12 @@
 //! client has work.
 //!
 //! How: the accept loop hands each new connection to one loop (round robin)
-//! through a channel and a `mio::Waker`. A loop reads a readable socket until
-//! it would block (mio is edge-triggered), runs every complete request
-//! inline (`requests::run_requests` with `inline`), and writes the replies
-//! without blocking.
+//! through a channel and a `mio::Waker`. A loop reads each readable socket
+//! until it would block (mio is edge-triggered) and runs every complete
+//! request inline (`requests::run_requests` with `inline`); the data
+//! commands of all the connections ready in one turn share one batch (one
+//! engine commit, `commands::pipeline`), and once it has committed the
+//! replies are written without blocking.
 //!
 //! A connection that would make the loop wait moves, for the rest of its
 //! life, to a thread of its own running `server::serve_connection` (the
@@ -30,6 +32,7 @@
 //! clients, which live on their own threads), so its replies are written
 //! only by `Sink::try_flush` on the loop.
 
+use crate::commands::pipeline::Pipeline;
 use crate::commands::{Conn, Shared};
 use crate::requests::run_requests;
 use crate::server::{serve_connection, ClientGuard, POLL};
@@ -130,11 +133,22 @@ fn run(
                 ready.push(ev.token().0);
             }
         }
+        // Every ready connection's requests run in one batch (one engine
+        // commit for the turn, `commands::pipeline`); the replies are written
+        // once it has committed.
+        let mut pipe = Pipeline::default();
+        let mut outcomes = Vec::with_capacity(ready.len());
         for token in ready {
+            if let Some(c) = clients.get_mut(&token) {
+                outcomes.push((token, run_ready(shared, c, &mut chunk, &mut pipe)));
+            }
+        }
+        pipe.finish(shared);
+        for (token, outcome) in outcomes {
             let Some(c) = clients.get_mut(&token) else {
                 continue;
             };
-            match serve_ready(shared, c, &mut chunk) {
+            match write_replies(c, outcome) {
                 Next::Keep => {}
                 Next::Close => {
                     if let Some(c) = clients.remove(&token) {
@@ -182,8 +196,25 @@ fn admit(shared: &Shared, poll: &Poll, s: std::net::TcpStream, token: usize) -> 
     })
 }
 
-/// Reads what the socket has, runs the complete requests, writes the replies.
-fn serve_ready(shared: &Shared, c: &mut Client, chunk: &mut [u8]) -> Next {
+/// What reading and running a ready connection's requests left to do.
+enum Ran {
+    /// Its requests ran (replies may wait for the turn's batch); close it
+    /// after writing them when `close` (QUIT, a protocol error, EOF).
+    Done { close: bool },
+    /// Hand it to a thread of its own (after the turn's batch commits).
+    Thread,
+    /// The socket failed.
+    Failed,
+}
+
+/// Reads what the socket has and runs the complete requests, batching data
+/// commands into `pipe`.
+fn run_ready<'a>(
+    shared: &'a Shared,
+    c: &mut Client,
+    chunk: &mut [u8],
+    pipe: &mut Pipeline<'a>,
+) -> Ran {
     let mut eof = false;
     loop {
         match c.stream.read(chunk) {
@@ -194,22 +225,34 @@ fn serve_ready(shared: &Shared, c: &mut Client, chunk: &mut [u8]) -> Next {
             Ok(n) => c.buf.extend_from_slice(chunk.get(..n).unwrap_or_default()),
             Err(e) if e.kind() == ErrorKind::WouldBlock => break,
             Err(e) if e.kind() == ErrorKind::Interrupted => {}
-            Err(_) => return Next::Close,
+            Err(_) => return Ran::Failed,
         }
     }
-    let ran = match run_requests(shared, &mut c.conn, &c.buf, true) {
+    let ran = match run_requests(shared, &mut c.conn, &c.buf, true, pipe) {
         Ok(r) => r,
-        Err(_) => return Next::Close,
+        Err(_) => return Ran::Failed,
     };
     c.buf.drain(..ran.used.min(c.buf.len()));
     if ran.handoff {
-        return Next::Thread;
+        return Ran::Thread;
     }
+    Ran::Done {
+        close: ran.close || eof,
+    }
+}
+
+/// Writes a connection's replies once the turn's batch has committed.
+fn write_replies(c: &mut Client, ran: Ran) -> Next {
+    let close = match ran {
+        Ran::Done { close } => close,
+        Ran::Thread => return Next::Thread,
+        Ran::Failed => return Next::Close,
+    };
     match c.conn.sink.try_flush() {
-        Ok(true) if ran.close || eof => Next::Close,
+        Ok(true) if close => Next::Close,
         Ok(true) => Next::Keep,
         // A client that sent QUIT or garbage, or left, gets what fits.
-        Ok(false) if ran.close || eof => Next::Close,
+        Ok(false) if close => Next::Close,
         Ok(false) => Next::Thread,
         Err(_) => Next::Close,
     }

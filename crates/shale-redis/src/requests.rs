@@ -31,14 +31,18 @@ pub(crate) struct Ran {
 /// run: `handoff` is set and `used` stops before it. So does a connection
 /// that has become a target of other threads' messages (subscribed, or
 /// tracking), and a reply backlog the socket does not take at once.
-pub(crate) fn run_requests(
-    shared: &Shared,
+///
+/// The batch `pipe` may already hold other connections' requests (an event
+/// loop batches everything ready in one turn) and may be left unfinished:
+/// the caller finishes it before the replies are written.
+pub(crate) fn run_requests<'a>(
+    shared: &'a Shared,
     conn: &mut Conn,
     buf: &[u8],
     inline: bool,
+    pipe: &mut Pipeline<'a>,
 ) -> std::io::Result<Ran> {
     let sink = conn.sink.clone();
-    let mut pipe = Pipeline::default();
     let mut ran = Ran {
         used: 0,
         close: false,
@@ -61,16 +65,16 @@ pub(crate) fn run_requests(
                         ran.close = true;
                         break;
                     }
-                    if pipe.len() >= MAX_BATCH
-                        && pipe.finish(shared, conn) >= OUT_FLUSH
-                        && !flush(&sink, inline)?
-                    {
-                        ran.handoff = true;
-                        break;
+                    if pipe.len() >= MAX_BATCH {
+                        pipe.finish(shared);
+                        if sink.pending() >= OUT_FLUSH && !flush(&sink, inline)? {
+                            ran.handoff = true;
+                            break;
+                        }
                     }
                     continue;
                 }
-                pipe.finish(shared, conn);
+                pipe.finish(shared);
                 let reply = dispatch(shared, conn, &args);
                 let mut pending = sink.append(&reply, conn.resp3);
                 // Invalidations of keys this client itself wrote follow its
@@ -90,16 +94,13 @@ pub(crate) fn run_requests(
                 }
             }
             Err(e) => {
-                pipe.finish(shared, conn);
+                pipe.finish(shared);
                 sink.append(&Reply::err(format!("ERR Protocol error: {e}")), conn.resp3);
                 ran.close = true;
                 break;
             }
         }
     }
-    // The batch commits before its replies go out (and before the next
-    // read: no stripe is held while waiting for the client).
-    pipe.finish(shared, conn);
     Ok(ran)
 }
 

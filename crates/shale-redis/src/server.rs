@@ -3,6 +3,7 @@
 //! request in the input is answered, in order, before the next read; runs
 //! of data commands share one engine commit, `commands::pipeline`).
 
+use crate::commands::pipeline::Pipeline;
 use crate::commands::{Conn, Shared};
 use crate::durability::Appendfsync;
 use crate::reactor::Reactor;
@@ -240,7 +241,12 @@ pub(crate) fn serve_connection(
     let mut chunk = vec![0u8; 64 * 1024];
     let sink = conn.sink.clone();
     loop {
-        let ran = run_requests(shared, conn, &buf, false)?;
+        let mut pipe = Pipeline::default();
+        let ran = run_requests(shared, conn, &buf, false, &mut pipe);
+        // The batch commits before its replies go out (and before the next
+        // read: no stripe is held while waiting for the client).
+        pipe.finish(shared);
+        let ran = ran?;
         buf.drain(..ran.used.min(buf.len()));
         sink.flush()?;
         if ran.close {

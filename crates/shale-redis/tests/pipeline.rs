@@ -6,7 +6,7 @@
 #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
 
 mod common;
-use common::{cli, on_both_servers, start_shale, Raw, PW};
+use common::{cli, on_both_servers, start_shale, start_shale_with, Raw, PW};
 use std::io::Write;
 
 /// Sends every command of `script` in one write, then reads one reply each.
@@ -88,8 +88,25 @@ fn a_pipeline_gets_redis_replies_in_order() {
 /// its 10 s read timeout).
 #[test]
 fn concurrent_pipelines_lose_nothing_and_do_not_deadlock() {
+    concurrent_pipelines(&[]);
+}
+
+/// The same on one event loop: every turn batches the requests of all the
+/// connections that were ready, so batches span clients.
+#[test]
+fn concurrent_pipelines_on_one_event_loop() {
+    concurrent_pipelines(&["--io-threads", "1"]);
+}
+
+/// And with a thread per connection (batches of one client each).
+#[test]
+fn concurrent_pipelines_on_threads() {
+    concurrent_pipelines(&["--io-threads", "0"]);
+}
+
+fn concurrent_pipelines(server_args: &[&str]) {
     let dir = tempfile::tempdir().unwrap();
-    let s = start_shale(dir.path());
+    let s = start_shale_with(dir.path(), server_args);
     let port = s.port;
     const CLIENTS: usize = 8;
     const ROUNDS: usize = 60;

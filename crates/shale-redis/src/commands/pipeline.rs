@@ -37,23 +37,33 @@
 //!   with pushes that must follow the write they report).
 
 use super::{acl, arity, durable_reply, run, Conn, Shared};
+use crate::pubsub::Sink;
 use crate::resp::Reply;
 use crate::tx::Tx;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 /// Most commands in one batch: bounds how long a batch holds its stripes
 /// and how many replies wait for its commit.
 pub const MAX_BATCH: usize = 256;
 
-/// The current batch of one connection.
+/// The current batch: one connection's pipeline, or (on an event loop) the
+/// requests of every connection that was ready in one turn of the loop.
 #[derive(Default)]
 pub struct Pipeline<'a> {
     tx: Option<Tx<'a>>,
     /// The batched commands' replies, in order, until the commit.
-    replies: Vec<Reply>,
-    /// Which of `replies` came from the transaction (a refused command's
-    /// error does not depend on the commit).
-    from_tx: Vec<bool>,
+    replies: Vec<Pending>,
+}
+
+/// A batched command's reply and where it goes.
+struct Pending {
+    sink: Arc<Sink>,
+    resp3: bool,
+    reply: Reply,
+    /// From the transaction (a refused command's error does not depend on
+    /// the commit).
+    from_tx: bool,
 }
 
 impl<'a> Pipeline<'a> {
@@ -84,7 +94,7 @@ impl<'a> Pipeline<'a> {
         }
         let start = conn.started(args, &name);
         if let Some(denied) = acl::check(shared, conn, &name, args) {
-            self.push(denied, false);
+            self.push(conn, denied, false);
             return true;
         }
         let rest = args.get(1..).unwrap_or_default();
@@ -112,38 +122,40 @@ impl<'a> Pipeline<'a> {
             let cname = conn.name.clone().unwrap_or_default();
             shared.slowlog.record(args, micros, &conn.info.addr, &cname);
         }
-        self.push(reply, true);
+        self.push(conn, reply, true);
         true
     }
 
-    fn push(&mut self, reply: Reply, from_tx: bool) {
-        self.replies.push(reply);
-        self.from_tx.push(from_tx);
+    fn push(&mut self, conn: &Conn, reply: Reply, from_tx: bool) {
+        self.replies.push(Pending {
+            sink: conn.sink.clone(),
+            resp3: conn.resp3,
+            reply,
+            from_tx,
+        });
     }
 
-    /// Commits the batch and appends its replies to the connection's sink;
-    /// returns the bytes pending there (0 when there was no batch).
-    pub fn finish(&mut self, shared: &Shared, conn: &Conn) -> usize {
+    /// Commits the batch and appends its replies to their connections'
+    /// sinks (nothing when there is no batch).
+    pub fn finish(&mut self, shared: &Shared) {
         if self.replies.is_empty() {
             // A command rolled back for a lock may have opened the batch.
             self.tx = None;
-            return 0;
+            return;
         }
         let failed = self.tx.take().and_then(|tx| commit(shared, tx).err());
-        let mut pending = 0;
-        for (reply, from_tx) in self.replies.drain(..).zip(self.from_tx.drain(..)) {
+        for p in self.replies.drain(..) {
             let reply = match &failed {
-                Some(e) if from_tx => Reply::Error(e.clone()),
-                _ => reply,
+                Some(e) if p.from_tx => Reply::Error(e.clone()),
+                _ => p.reply,
             };
             let counter = match reply {
                 Reply::Error(_) => &shared.stats.errors,
                 _ => &shared.stats.commands,
             };
             counter.fetch_add(1, Ordering::Relaxed);
-            pending = conn.sink.append(&reply, conn.resp3);
+            p.sink.append(&reply, p.resp3);
         }
-        pending
     }
 }
 
