@@ -334,6 +334,11 @@ impl Store {
         &self.db
     }
 
+    /// The lock stripe of `key` of `db`.
+    pub fn stripe_of(&self, db: u8, key: &[u8]) -> usize {
+        stripe(db, key)
+    }
+
     /// The lock stripes of `keys` of `db`, in order.
     pub fn stripes_of<'a>(
         &self,

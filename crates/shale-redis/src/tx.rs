@@ -131,12 +131,15 @@ impl<'a> Tx<'a> {
     /// stripes must only be taken this way in one call, or in stripe order.
     pub fn lock<'k>(&mut self, db: u8, keys: impl IntoIterator<Item = &'k [u8]>) {
         if !self.all_locked {
-            let ids: BTreeSet<usize> = self
-                .st
-                .stripes_of(db, keys)
-                .difference(&self.held)
-                .copied()
-                .collect();
+            // The stripes not held yet (no allocation when all are, the
+            // common case in a batch).
+            let mut ids = BTreeSet::new();
+            for k in keys {
+                let id = self.st.stripe_of(db, k);
+                if !self.held.contains(&id) {
+                    ids.insert(id);
+                }
+            }
             if ids.is_empty() || self.lock_failed {
                 return;
             }
