@@ -144,7 +144,11 @@ fn del_of_large_collections_is_reclaimed_by_compaction_but_not_under_a_snapshot(
     // Everything sits in the last level now, where a compaction moves
     // extents by reference: the rewrite of the sub-record range
     // (`Store::reclaim_now`) is the full compaction that drops them.
-    assert_eq!(rewrite(&db), (4 * N + N) as u64);
+    // (A background compaction that runs once the snapshot is gone may
+    // drop some of them first: the rewrite's own count is then lower, and
+    // the record count below is what must hold.)
+    let dropped = rewrite(&db);
+    assert!(dropped > 0 && dropped <= (4 * N + N) as u64, "{dropped}");
     assert_eq!(sub_records(&db, None), live);
     // Records deleted while still in the memtable never reach an extent:
     // the flush drops them.
