@@ -27,7 +27,7 @@
 use crate::engine::{
     BatchOp, Compression, CursorStart, EngineFactory, EngineOptions, KvCursor, KvEngine, WriteOpts,
 };
-use crate::error::EngineError;
+use crate::error::{EngineError, UnsupportedFlag};
 use shaledb::{CompressionType, Db, Options, ReadOptions, WriteBatch, WriteOptions};
 
 /// The iterator type returned by `Db::iter`: owned, it keeps its own view of the DB.
@@ -67,6 +67,17 @@ fn options_for(o: &EngineOptions) -> Result<Options, EngineError> {
     if let Some(n) = o.recovery_threads {
         opts.recovery_threads = n;
     }
+    match o.cache_index_and_filter_blocks {
+        None => {}
+        Some(false) => opts.pin_index_and_filter_all_levels = true,
+        // L0 and L1 always pin theirs; putting them in the cache is not an option.
+        Some(true) => {
+            return Err(EngineError::new(UnsupportedFlag(
+                "--cache_index_and_filter_blocks=true: ShaleDB always keeps L0 and L1 index \
+                 and filter blocks in memory; only false (pin every level) is supported",
+            )))
+        }
+    }
     Ok(opts)
 }
 
@@ -82,13 +93,18 @@ impl EngineFactory for ShaleFactory {
 
     fn describe(&self, o: &EngineOptions) -> Vec<String> {
         vec![format!(
-            "Engine:     ShaleDB {} (write_buffer_size {}, block_cache_size {}, block_size {}, bloom_bits_per_key {}, recovery_threads {})",
+            "Engine:     ShaleDB {} (write_buffer_size {}, block_cache_size {}, block_size {}, bloom_bits_per_key {}, recovery_threads {}, index/filter pinned on {})",
             env!("CARGO_PKG_VERSION"),
             o.write_buffer_size,
             o.cache_size,
             o.block_size,
             o.bloom_bits.unwrap_or(0),
-            o.recovery_threads.map_or_else(|| "default".to_string(), |n| n.to_string())
+            o.recovery_threads.map_or_else(|| "default".to_string(), |n| n.to_string()),
+            if o.cache_index_and_filter_blocks == Some(false) {
+                "every level"
+            } else {
+                "L0, L1"
+            }
         )]
     }
 }
