@@ -28,6 +28,13 @@ const EXTERNAL: &[&str] = &[
     // glibc and Linux functions named in profiles
     "malloc_consolidate",
     "epoll_wait",
+    "posix_fadvise",
+    "ru_inblock",
+    "__schedule",
+    "do_syscall_64",
+    "__sched_yield",
+    "do_sched_yield",
+    "__vdso_clock_gettime",
     // RocksDB
     "TransactionDB",
     "OptimisticTransactionDB",
