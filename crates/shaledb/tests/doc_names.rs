@@ -54,6 +54,7 @@ const EXTERNAL: &[&str] = &[
     "DEBUG_LEVEL",
     "REPEATABLE_READ",
     "WriteImpl",
+    "memtablerep_bench",
     // The MySQL protocol's command names (mysql/consts.rs spells them `com::QUIT`, ...)
     "COM_QUIT",
     "COM_PING",
