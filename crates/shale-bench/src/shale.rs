@@ -245,3 +245,36 @@ impl KvCursor for ShaleCursor {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::flags::{Command, Flags};
+    use crate::runner::engine_options;
+
+    fn engine_opts(args: &[&str]) -> EngineOptions {
+        match Flags::parse(args.iter().copied()).unwrap() {
+            Command::Run(flags) => engine_options(&flags),
+            Command::Help => panic!("not a run"),
+        }
+    }
+
+    #[test]
+    fn cache_index_and_filter_blocks_maps_to_pinning_every_level() {
+        let o = engine_opts(&[]);
+        assert_eq!(o.cache_index_and_filter_blocks, None);
+        assert!(!options_for(&o).unwrap().pin_index_and_filter_all_levels);
+
+        let o = engine_opts(&["--cache_index_and_filter_blocks=false"]);
+        assert_eq!(o.cache_index_and_filter_blocks, Some(false));
+        assert!(options_for(&o).unwrap().pin_index_and_filter_all_levels);
+
+        let o = engine_opts(&["--cache_index_and_filter_blocks=true"]);
+        let e = options_for(&o).unwrap_err();
+        assert!(
+            e.to_string().contains("cache_index_and_filter_blocks=true"),
+            "{e}"
+        );
+    }
+}
