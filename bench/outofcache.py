@@ -131,7 +131,7 @@ def run_outofcache(args, engines, bins, tmp, logs_dir, engine_cmd, parse_output)
 
     def one(engine, rnd, tag, flags, evict_ms):
         cmd = engine_cmd(engine, bins[engine], flags)
-        log("[round %d/%d] %s %s" % (rnd, rounds, engine, tag))
+        log("[round %d/%d] %s %s (load %.2f)" % (rnd, rounds, engine, tag, os.getloadavg()[0]))
         code, out, wall, read_bytes, cpu = run_child(cmd, flags["db"], evict_ms)
         if args.keep_logs:
             os.makedirs(logs_dir, exist_ok=True)
@@ -164,6 +164,7 @@ def run_outofcache(args, engines, bins, tmp, logs_dir, engine_cmd, parse_output)
                 drop_caches()
                 flags = dict(common, benchmarks="readrandom", use_existing_db=1, threads=t,
                              reads=reads, db=db)
+                load_before = os.getloadavg()[0]
                 cmd, res, wall, read_bytes, cpu = one(e, rnd, "t%d" % t, flags, args.evict_ms)
                 lookups = t * reads
                 read_bytes = max(0, read_bytes - open_bytes)
@@ -171,6 +172,7 @@ def run_outofcache(args, engines, bins, tmp, logs_dir, engine_cmd, parse_output)
                 runs.append({
                     "round": rnd, "engine": e, "threads": t, "command": cmd,
                     "wall_seconds": round(wall, 2), "db_bytes": db_bytes,
+                    "load_before": load_before, "load_after": os.getloadavg()[0],
                     "read_bytes": read_bytes, "open_read_bytes": open_bytes,
                     "read_bytes_per_lookup": read_bytes / float(lookups),
                     "cpu_seconds": cpu, "open_cpu_seconds": open_cpu,
