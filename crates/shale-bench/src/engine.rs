@@ -76,6 +76,10 @@ pub struct EngineOptions {
     pub direct_reads: bool,
     /// Bytes of the value cache (`--blob_cache_size`, ShaleDB only).
     pub blob_cache_size: u64,
+    /// `--cache_index_and_filter_blocks` if given: `Some(false)` = every level's index and
+    /// filter held in memory beside the block cache, `Some(true)` = read through it; `None`
+    /// = the engine's own default.
+    pub cache_index_and_filter_blocks: Option<bool>,
 }
 
 /// Options of one write, like RocksDB's `WriteOptions`.

@@ -35,6 +35,18 @@ impl std::error::Error for EngineError {
     }
 }
 
+/// A flag value an engine cannot honour; the message names the flag and why.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UnsupportedFlag(pub &'static str);
+
+impl fmt::Display for UnsupportedFlag {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "unsupported flag value {}", self.0)
+    }
+}
+
+impl std::error::Error for UnsupportedFlag {}
+
 impl From<std::io::Error> for EngineError {
     fn from(e: std::io::Error) -> Self {
         EngineError::new(e)

@@ -116,6 +116,10 @@ pub struct Flags {
     pub use_direct_reads: bool,
     /// `--blob_cache_size`: bytes of ShaleDB's value cache (0 = none).
     pub blob_cache_size: u64,
+    /// `--cache_index_and_filter_blocks` (db_bench's name): index and filter blocks go
+    /// through the block cache (`true`) or stay in memory beside it (`false`). Passed to the
+    /// engine only when given (see [`crate::EngineOptions::cache_index_and_filter_blocks`]).
+    pub cache_index_and_filter_blocks: bool,
     /// `--drop_caches`: drop the OS page cache between phases of `contest` and before the
     /// reopen of `recover` (when permitted).
     pub drop_caches: bool,
@@ -186,6 +190,7 @@ impl Default for Flags {
             blob_direct_io: false,
             use_direct_reads: false,
             blob_cache_size: 0,
+            cache_index_and_filter_blocks: false,
             recovery_threads: -1,
             isolation: TxnIsolation::Snapshot,
             txn_ops: 4,
@@ -253,6 +258,7 @@ const HELP: &[(&str, &str, &str)] = &[
     ("min_blob_size", "0", "With --enable_blob_files: smallest value stored in a value file"),
     ("blob_direct_io", "false", "ShaleDB: write value files with O_DIRECT (Options::blob_direct_io)"),
     ("use_direct_reads", "false", "ShaleDB: read values from value files with O_DIRECT (Options::blob_direct_reads)"),
+    ("cache_index_and_filter_blocks", "false", "Index and filter blocks through the block cache (true) or held in memory beside it at every level (false; RocksDB's default). When not given each engine keeps its own default (ShaleDB and fjall: L0/L1 pinned, deeper levels cached). ShaleDB supports only false (Options::pin_index_and_filter_all_levels); fjall maps it to its pinning policies"),
     ("blob_cache_size", "0", "ShaleDB: bytes of the value cache shared by readers (Options::blob_cache_size; 0 = none)"),
     ("drop_caches", "true", "contest, recover: drop the OS page cache (sync; echo 3 > /proc/sys/vm/drop_caches) before read phases and before the timed reopen, when permitted"),
 ];
@@ -295,6 +301,7 @@ fn kind(name: &str) -> &'static str {
         | "enable_blob_files"
         | "blob_direct_io"
         | "use_direct_reads"
+        | "cache_index_and_filter_blocks"
         | "allow_concurrent_memtable_write" => "bool",
         "benchmarks"
         | "compression_type"
@@ -406,6 +413,9 @@ impl Flags {
             "min_blob_size" => self.min_blob_size = parse_num(name, v)?,
             "blob_direct_io" => self.blob_direct_io = parse_bool(name, v)?,
             "use_direct_reads" => self.use_direct_reads = parse_bool(name, v)?,
+            "cache_index_and_filter_blocks" => {
+                self.cache_index_and_filter_blocks = parse_bool(name, v)?
+            }
             "blob_cache_size" => self.blob_cache_size = parse_num(name, v)?,
             "allow_concurrent_memtable_write" => {
                 self.allow_concurrent_memtable_write = parse_bool(name, v)?

@@ -54,7 +54,7 @@ pub use engine::{
     BatchOp, Compression, CursorStart, EngineFactory, EngineOptions, KvCursor, KvEngine, WalFiles,
     WriteOpts,
 };
-pub use error::{EngineError, Error, Result};
+pub use error::{EngineError, Error, Result, UnsupportedFlag};
 pub use flags::{Command, Flags};
 pub use runner::{run, BenchResult};
 pub use stats::Summary;

@@ -27,7 +27,7 @@
 use crate::engine::{
     BatchOp, Compression, CursorStart, EngineFactory, EngineOptions, KvCursor, KvEngine, WriteOpts,
 };
-use crate::error::EngineError;
+use crate::error::{EngineError, UnsupportedFlag};
 use shaledb::{CompressionType, Db, Options, ReadOptions, WriteBatch, WriteOptions};
 
 /// The iterator type returned by `Db::iter`: owned, it keeps its own view of the DB.
@@ -67,6 +67,17 @@ fn options_for(o: &EngineOptions) -> Result<Options, EngineError> {
     if let Some(n) = o.recovery_threads {
         opts.recovery_threads = n;
     }
+    match o.cache_index_and_filter_blocks {
+        None => {}
+        Some(false) => opts.pin_index_and_filter_all_levels = true,
+        // L0 and L1 always pin theirs; putting them in the cache is not an option.
+        Some(true) => {
+            return Err(EngineError::new(UnsupportedFlag(
+                "--cache_index_and_filter_blocks=true: ShaleDB always keeps L0 and L1 index \
+                 and filter blocks in memory; only false (pin every level) is supported",
+            )))
+        }
+    }
     Ok(opts)
 }
 
@@ -82,13 +93,18 @@ impl EngineFactory for ShaleFactory {
 
     fn describe(&self, o: &EngineOptions) -> Vec<String> {
         vec![format!(
-            "Engine:     ShaleDB {} (write_buffer_size {}, block_cache_size {}, block_size {}, bloom_bits_per_key {}, recovery_threads {})",
+            "Engine:     ShaleDB {} (write_buffer_size {}, block_cache_size {}, block_size {}, bloom_bits_per_key {}, recovery_threads {}, index/filter pinned on {})",
             env!("CARGO_PKG_VERSION"),
             o.write_buffer_size,
             o.cache_size,
             o.block_size,
             o.bloom_bits.unwrap_or(0),
-            o.recovery_threads.map_or_else(|| "default".to_string(), |n| n.to_string())
+            o.recovery_threads.map_or_else(|| "default".to_string(), |n| n.to_string()),
+            if o.cache_index_and_filter_blocks == Some(false) {
+                "every level"
+            } else {
+                "L0, L1"
+            }
         )]
     }
 }
@@ -227,5 +243,38 @@ impl KvCursor for ShaleCursor {
         } else {
             self.it.prev().map_err(EngineError::new)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::flags::{Command, Flags};
+    use crate::runner::engine_options;
+
+    fn engine_opts(args: &[&str]) -> EngineOptions {
+        match Flags::parse(args.iter().copied()).unwrap() {
+            Command::Run(flags) => engine_options(&flags),
+            Command::Help => panic!("not a run"),
+        }
+    }
+
+    #[test]
+    fn cache_index_and_filter_blocks_maps_to_pinning_every_level() {
+        let o = engine_opts(&[]);
+        assert_eq!(o.cache_index_and_filter_blocks, None);
+        assert!(!options_for(&o).unwrap().pin_index_and_filter_all_levels);
+
+        let o = engine_opts(&["--cache_index_and_filter_blocks=false"]);
+        assert_eq!(o.cache_index_and_filter_blocks, Some(false));
+        assert!(options_for(&o).unwrap().pin_index_and_filter_all_levels);
+
+        let o = engine_opts(&["--cache_index_and_filter_blocks=true"]);
+        let e = options_for(&o).unwrap_err();
+        assert!(
+            e.to_string().contains("cache_index_and_filter_blocks=true"),
+            "{e}"
+        );
     }
 }

@@ -28,6 +28,13 @@ const EXTERNAL: &[&str] = &[
     // glibc and Linux functions named in profiles
     "malloc_consolidate",
     "epoll_wait",
+    "posix_fadvise",
+    "ru_inblock",
+    "__schedule",
+    "do_syscall_64",
+    "__sched_yield",
+    "do_sched_yield",
+    "__vdso_clock_gettime",
     // RocksDB
     "TransactionDB",
     "OptimisticTransactionDB",
@@ -47,6 +54,7 @@ const EXTERNAL: &[&str] = &[
     "DEBUG_LEVEL",
     "REPEATABLE_READ",
     "WriteImpl",
+    "memtablerep_bench",
     // The MySQL protocol's command names (mysql/consts.rs spells them `com::QUIT`, ...)
     "COM_QUIT",
     "COM_PING",

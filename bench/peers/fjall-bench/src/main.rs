@@ -24,10 +24,15 @@
 //!   journal's size;
 //! * `--disable_wal` has no fjall equivalent and is ignored (reported in the header);
 //! * `--block_size` → the keyspace's data block size (db_bench's default 4 KiB, also fjall's and
-//!   RocksDB's); background workers left at fjall's default.
+//!   RocksDB's); background workers left at fjall's default;
+//! * `--cache_index_and_filter_blocks`, if given: `false` pins index and filter blocks on every
+//!   level (RocksDB's default: table readers hold them beside the block cache), `true` pins none;
+//!   not given keeps fjall's default (index pinned on L0 and L1, filter on L0). fjall stores the
+//!   policy with the keyspace when it is created, so the fill run must be given it too.
 
 use fjall::config::{
     BlockSizePolicy, BloomConstructionPolicy, CompressionPolicy, FilterPolicy, FilterPolicyEntry,
+    PinningPolicy,
 };
 use fjall::{CompressionType, Database, Iter, Keyspace, KeyspaceCreateOptions, PersistMode, Slice};
 use shale_bench::{
@@ -69,8 +74,13 @@ fn keyspace_options(o: &EngineOptions) -> KeyspaceCreateOptions {
         )),
         None => FilterPolicy::disabled(),
     };
-    KeyspaceCreateOptions::default()
-        .max_memtable_size(o.write_buffer_size)
+    let mut ks = KeyspaceCreateOptions::default();
+    if let Some(cached) = o.cache_index_and_filter_blocks {
+        ks = ks
+            .index_block_pinning_policy(PinningPolicy::all(!cached))
+            .filter_block_pinning_policy(PinningPolicy::all(!cached));
+    }
+    ks.max_memtable_size(o.write_buffer_size)
         .filter_policy(filter)
         .data_block_compression_policy(CompressionPolicy::all(compression(o.compression)))
         .data_block_size_policy(BlockSizePolicy::all(block_size(o)))
@@ -113,6 +123,12 @@ impl EngineFactory for FjallFactory {
             v.push("NOTE:       fjall 3 has no zstd; using LZ4 instead".into());
         }
         v.push("NOTE:       --disable_wal is not supported by fjall and is ignored".into());
+        if let Some(cached) = o.cache_index_and_filter_blocks {
+            v.push(format!(
+                "Pinning:    index and filter blocks pinned on {} level",
+                if cached { "no" } else { "every" }
+            ));
+        }
         v
     }
 }

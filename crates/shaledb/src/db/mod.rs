@@ -278,6 +278,7 @@ impl Db {
             opts.extents_per_file,
             next_file.clone(),
             cache.clone(),
+            opts.pin_index_and_filter_all_levels,
         );
         let (versions, recovered) = VersionSet::open(
             fs.clone(),

@@ -67,11 +67,14 @@ pub struct ExtentSpace {
     slots_per_file: u32,
     next_file_number: Arc<AtomicU64>,
     cache: Option<Arc<BlockCache>>,
+    pin_all: bool,
     inner: Mutex<SpaceInner>,
 }
 
 impl ExtentSpace {
     /// A space over `dir`; file numbers come from the shared counter.
+    /// `pin_all` keeps every extent's index and filter in its reader
+    /// (`Options::pin_index_and_filter_all_levels`).
     pub fn new(
         fs: Arc<dyn FileSystem>,
         dir: PathBuf,
@@ -79,6 +82,7 @@ impl ExtentSpace {
         slots_per_file: u32,
         next_file_number: Arc<AtomicU64>,
         cache: Option<Arc<BlockCache>>,
+        pin_all: bool,
     ) -> Arc<Self> {
         Arc::new(ExtentSpace {
             fs,
@@ -87,8 +91,15 @@ impl ExtentSpace {
             slots_per_file,
             next_file_number,
             cache,
+            pin_all,
             inner: Mutex::new(SpaceInner::default()),
         })
+    }
+
+    /// Whether every extent pins its index and filter, whichever level it
+    /// is on and whoever opens its reader first.
+    pub fn pins_all(&self) -> bool {
+        self.pin_all
     }
 
     /// The block cache extents read through.
@@ -317,6 +328,7 @@ mod tests {
             2,
             counter,
             None,
+            false,
         );
         let a = space.write_extent(b"aaaa").expect("a");
         let b = space.write_extent(b"bbbb").expect("b");
@@ -345,6 +357,7 @@ mod tests {
             4,
             Arc::new(AtomicU64::new(1)),
             None,
+            false,
         );
         let full = vec![0xABu8; usize::try_from(slot).expect("small")];
         for _ in 0..3 {

@@ -41,7 +41,8 @@ impl Extent {
     }
 
     /// The reader, opened on first use. `pin` keeps index and filter in memory
-    /// (L0/L1); otherwise they are read through the block cache.
+    /// (L0/L1, or every level if the space pins all); otherwise they are read
+    /// through the block cache.
     pub fn reader(&self, pin: bool) -> Result<Arc<ExtentReader>> {
         self.reader_ref(pin).cloned()
     }
@@ -61,7 +62,7 @@ impl Extent {
             u64::from(m.size),
             m.id,
             self.space.cache().cloned(),
-            pin,
+            pin || self.space.pins_all(),
         )?;
         // Two threads may race to open; either reader is equivalent.
         Ok(self.reader.get_or_init(|| r))
