@@ -190,15 +190,7 @@ def main():
             json.dump(report, f, indent=1)
         print(f"\nwritten to {out}")
     finally:
-        for p in procs:
-            p.send_signal(signal.SIGTERM)
-        for p in procs:
-            try:
-                p.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                p.kill()
-        if not os.environ.get("KEEP"):
-            shutil.rmtree(root, ignore_errors=True)
+        stop(procs, root)
 
 
 def read_bytes(pid):
@@ -254,14 +246,20 @@ def large(args):
             json.dump(report, f, indent=1)
         print(f"written to {out}")
     finally:
-        if proc:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=120)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-        if not os.environ.get("KEEP"):
-            shutil.rmtree(root, ignore_errors=True)
+        stop([proc] if proc else [], root)
+
+
+def stop(procs, root):
+    """SIGTERM every server, wait (kill after 120 s), remove the data unless KEEP is set."""
+    for p in procs:
+        p.send_signal(signal.SIGTERM)
+    for p in procs:
+        try:
+            p.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            p.kill()
+    if not os.environ.get("KEEP"):
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def rss_kib(pid):
