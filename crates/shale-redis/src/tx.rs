@@ -11,6 +11,9 @@ use shaledb::{ReadOptions, WriteBatch};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ops::Bound;
 
+mod prefetch;
+pub use prefetch::WINDOW as PREFETCH_WINDOW;
+
 pub struct Tx<'a> {
     st: &'a Store,
     ro: ReadOptions,
@@ -47,6 +50,9 @@ pub struct Tx<'a> {
     /// the record's latest (sixteen pipelined SADDs of one member read the
     /// set's metadata and member record once, not sixteen times).
     read_cache: std::cell::RefCell<HashMap<Vec<u8>, Option<Vec<u8>>>>,
+    /// Batch only: the collection the last [`Tx::repeat_count`] asked
+    /// about and how many times in a row (`prefetch`).
+    repeats: Option<(Vec<u8>, u32)>,
 }
 
 /// One buffered change's inverse.
@@ -75,6 +81,7 @@ impl<'a> Tx<'a> {
             batch: false,
             lock_failed: false,
             read_cache: std::cell::RefCell::default(),
+            repeats: None,
         }
     }
 

@@ -193,3 +193,93 @@ fn acknowledged_pipelined_writes_survive_kill9() {
     assert_eq!(cli(s.port, &["llen", "log"]), "50");
     assert_eq!(cli(s.port, &["get", "n"]), "50");
 }
+
+/// Pipelined pops read the next elements ahead (`tx::prefetch`): pops
+/// from both ends, interleaved with pushes, LINDEX and a second list, give
+/// redis-server's replies exactly.
+#[test]
+fn pipelined_pops_read_ahead_like_redis() {
+    let many: Vec<String> = (0..300).map(|i| format!("e{i}")).collect();
+    let mut push: Vec<&str> = vec!["RPUSH", "q"];
+    push.extend(many.iter().map(String::as_str));
+    let mut script: Vec<Vec<&str>> = vec![vec!["RPUSH", "r", "a", "b"]];
+    for i in 0..150 {
+        script.push(vec!["RPOP", "q"]);
+        match i % 10 {
+            3 => script.push(vec!["LPOP", "q"]),
+            5 => script.push(vec!["RPUSH", "q", "tail-new"]),
+            7 => script.push(vec!["LINDEX", "q", "-1"]),
+            8 => script.push(vec!["RPOP", "r"]),
+            9 => script.push(vec!["LPUSH", "q", "head-new"]),
+            _ => {}
+        }
+    }
+    script.push(vec!["LRANGE", "q", "0", "-1"]);
+    script.push(vec!["LLEN", "r"]);
+    let script: Vec<&[&str]> = script.iter().map(Vec::as_slice).collect();
+    let want = on_both_servers(|port| {
+        let mut c = Raw::connect(port);
+        // Committed before the pipeline, so its pops read the engine.
+        assert_eq!(c.call(&["AUTH", PW]), "+OK\r\n");
+        assert_eq!(c.call(&push), ":300\r\n");
+        pipelined(&mut c, &script)
+    });
+    assert_eq!(want.len(), script.len());
+}
+
+/// Consumers popping one queue with pipelines while a producer pushes:
+/// every element is popped exactly once (a read-ahead must never serve an
+/// element another batch popped or miss one pushed meanwhile).
+#[test]
+fn concurrent_pipelined_consumers_pop_each_element_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = start_shale(dir.path());
+    let port = s.port;
+    const N: usize = 3000;
+    let producer = std::thread::spawn(move || {
+        let mut c = Raw::connect(port);
+        assert_eq!(c.call(&["AUTH", PW]), "+OK\r\n");
+        for chunk in (0..N).collect::<Vec<_>>().chunks(100) {
+            let names: Vec<String> = chunk.iter().map(|i| format!("v{i}")).collect();
+            let mut cmd: Vec<&str> = vec!["LPUSH", "q"];
+            cmd.extend(names.iter().map(String::as_str));
+            assert!(c.call(&cmd).starts_with(':'));
+        }
+    });
+    let popped = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let consumers: Vec<_> = (0..4)
+        .map(|_| {
+            let popped = popped.clone();
+            std::thread::spawn(move || {
+                let mut c = Raw::connect(port);
+                assert_eq!(c.call(&["AUTH", PW]), "+OK\r\n");
+                let mut got = Vec::new();
+                let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+                while popped.load(std::sync::atomic::Ordering::SeqCst) < N {
+                    assert!(std::time::Instant::now() < deadline, "consumers stalled");
+                    let script: Vec<&[&str]> = vec![&["RPOP", "q"]; 16];
+                    for r in pipelined(&mut c, &script) {
+                        let Some(bulk) = r.split("-> $").nth(1) else {
+                            continue;
+                        };
+                        if !bulk.starts_with("-1") {
+                            got.push(bulk.lines().nth(1).unwrap().to_string());
+                            popped.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        }
+                    }
+                }
+                got
+            })
+        })
+        .collect();
+    producer.join().unwrap();
+    let mut all: Vec<String> = consumers
+        .into_iter()
+        .flat_map(|t| t.join().unwrap())
+        .collect();
+    assert_eq!(all.len(), N, "every pushed element popped once");
+    all.sort();
+    all.dedup();
+    assert_eq!(all.len(), N, "no element popped twice");
+    assert_eq!(cli(port, &["llen", "q"]), "0");
+}

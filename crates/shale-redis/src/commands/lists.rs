@@ -6,7 +6,7 @@
 use super::{arg, is_opt, parse_i64, typed_meta, CmdError, CmdResult};
 use crate::resp::Reply;
 use crate::store::{list_index, sub_key, sub_prefix, Meta, Type};
-use crate::tx::Tx;
+use crate::tx::{Tx, PREFETCH_WINDOW};
 
 fn list_meta(tx: &Tx, db: u8, key: &[u8]) -> Result<Option<Meta>, CmdError> {
     typed_meta(tx, db, key, Type::List)
@@ -120,9 +120,22 @@ fn pop(
         return Ok(Vec::new());
     }
     let out = if n == 1 {
-        // One element: a point read, cheaper than an iterator.
+        // One element: a point read, cheaper than an iterator, unless the
+        // batch pops this list again (a queue consumer's pipeline): then
+        // the next elements are read ahead with one iterator.
         let p = if left { 0 } else { len(m) - 1 };
-        tx.get(&elem_key(db, key, m, p))?.into_iter().collect()
+        let k = elem_key(db, key, m, p);
+        if tx.repeat_count(&sub_prefix(db, key, m.version)) >= 2 && !tx.is_cached(&k) {
+            let far = if left {
+                (p + PREFETCH_WINDOW - 1).min(len(m) - 1)
+            } else {
+                (p - PREFETCH_WINDOW + 1).max(0)
+            };
+            let far = elem_key(db, key, m, far);
+            let (lo, hi) = if left { (&k, &far) } else { (&far, &k) };
+            tx.prefetch(lo, hi)?;
+        }
+        tx.get(&k)?.into_iter().collect()
     } else if left {
         range(tx, db, key, m, 0, n - 1)?
     } else {
