@@ -43,6 +43,7 @@ pub(crate) fn run_requests<'a>(
     pipe: &mut Pipeline<'a>,
 ) -> std::io::Result<Ran> {
     let sink = conn.sink.clone();
+    pipe.restart_clock();
     let mut ran = Ran {
         used: 0,
         close: false,

@@ -239,6 +239,12 @@ impl Conn {
     /// returns the time it started.
     fn started(&self, args: &[Vec<u8>], name: &str) -> Instant {
         let now = Instant::now();
+        self.started_at(args, name, now);
+        now
+    }
+
+    /// [`Conn::started`] with the start time already read.
+    fn started_at(&self, args: &[Vec<u8>], name: &str, now: Instant) {
         let mut s = self.info.shown.lock();
         s.last = now;
         // Same command as last time (the common case): nothing to look up.
@@ -247,7 +253,6 @@ impl Conn {
                 s.cmd = full;
             }
         }
-        now
     }
 
     pub fn in_multi(&self) -> bool {
