@@ -222,7 +222,17 @@ fn run_ready<'a>(
                 eof = true;
                 break;
             }
-            Ok(n) => c.buf.extend_from_slice(chunk.get(..n).unwrap_or_default()),
+            Ok(n) => {
+                c.buf.extend_from_slice(chunk.get(..n).unwrap_or_default());
+                // A short read emptied the socket's receive queue: skip
+                // the read that would only say WouldBlock (one syscall per
+                // ready connection per turn). mio's epoll is edge-triggered,
+                // and bytes (or the FIN) arriving after this read raise a
+                // new edge, so nothing is left unnoticed.
+                if n < chunk.len() {
+                    break;
+                }
+            }
             Err(e) if e.kind() == ErrorKind::WouldBlock => break,
             Err(e) if e.kind() == ErrorKind::Interrupted => {}
             Err(_) => return Ran::Failed,
