@@ -101,8 +101,9 @@ pub struct ServeArgs {
     /// reply, via group commit), `everysec` or `no` (CONFIG SET changes it).
     #[arg(long, default_value = "everysec", value_parser = ["always", "everysec", "no"])]
     redis_appendfsync: String,
-    /// The Redis endpoint's event-loop threads (default: two per core, at
-    /// most 8); 0 serves each Redis connection on a thread of its own.
+    /// The Redis endpoint's event-loop threads (default: one per two cores,
+    /// at least 1, at most 8); 0 serves each Redis connection on a thread
+    /// of its own.
     #[arg(long, requires = "redis_port")]
     redis_io_threads: Option<usize>,
     /// Also serve the Redis protocol over TLS on this port (Redis's

@@ -9,6 +9,7 @@
 pub mod acl;
 pub mod clients;
 pub mod commands;
+mod device_reads;
 pub mod durability;
 pub mod expire;
 pub mod glob;

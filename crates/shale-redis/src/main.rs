@@ -13,7 +13,8 @@ use std::sync::Arc;
 const USAGE: &str = "usage: shale-redis-server --db DIR [--port P (6379; 0 = any free port)] \
                      (--requirepass PW | --no-password-i-know) \
                      [--appendfsync always|everysec|no (everysec)] \
-                     [--io-threads N (event loops; default two per core, at most 8; 0 = a thread per connection)] \
+                     [--io-threads N (event loops; default one per two cores, 1 to 8; 0 = a thread per connection)] \
+                     [--blob-direct-reads (value files read with O_DIRECT)] \
                      [--tls-port P --tls-cert-file F --tls-key-file F [--tls-ca-cert-file F]]";
 
 struct Args {
@@ -22,6 +23,8 @@ struct Args {
     password: Option<String>,
     appendfsync: Appendfsync,
     io_threads: Option<usize>,
+    /// Values in value files (64 KiB and more) are read with O_DIRECT.
+    blob_direct_reads: bool,
     tls_port: Option<u16>,
     tls_cert: Option<String>,
     tls_key: Option<String>,
@@ -33,6 +36,7 @@ fn parse_args() -> Result<Args, String> {
     let (mut db, mut port, mut password, mut no_pw) = (None, 6379u16, None, false);
     let mut appendfsync = Appendfsync::default();
     let mut io_threads = None;
+    let mut blob_direct_reads = false;
     let (mut tls_port, mut tls_cert, mut tls_key, mut tls_ca) = (None, None, None, None);
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -56,6 +60,7 @@ fn parse_args() -> Result<Args, String> {
                 let v = it.next().ok_or("--tls-port needs a value")?;
                 tls_port = Some(v.parse().map_err(|_| format!("bad port {v:?}"))?);
             }
+            "--blob-direct-reads" => blob_direct_reads = true,
             "--tls-cert-file" => tls_cert = it.next(),
             "--tls-key-file" => tls_key = it.next(),
             "--tls-ca-cert-file" => tls_ca = it.next(),
@@ -82,6 +87,7 @@ fn parse_args() -> Result<Args, String> {
         password,
         appendfsync,
         io_threads,
+        blob_direct_reads,
         tls_port,
         tls_cert,
         tls_key,
@@ -113,7 +119,11 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let db = match shaledb::Db::open(&args.db, shale_redis::engine_options()) {
+    let options = shaledb::Options {
+        blob_direct_reads: args.blob_direct_reads,
+        ..shale_redis::engine_options()
+    };
+    let db = match shaledb::Db::open(&args.db, options) {
         Ok(db) => db,
         Err(e) => {
             eprintln!("cannot open {}: {e}", args.db);

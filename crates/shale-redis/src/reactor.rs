@@ -22,7 +22,8 @@
 //! pops, DEBUG, SUBSCRIBE, CLIENT TRACKING, anything under `appendfsync
 //! always`; `requests::needs_thread`), when its socket does not take its
 //! replies at once, or when it has become a target of other threads'
-//! messages. The thread gets the unrun requests and writes the unwritten
+//! messages, or when its requests made the loop wait for the device
+//! (`device_reads.rs`). The thread gets the unrun requests and writes the unwritten
 //! replies first, so the client sees one ordered stream. What still runs
 //! inline may wait briefly: for a key's lock stripe (held by another
 //! command for its commit only) and for the engine's group commit.
@@ -34,6 +35,7 @@
 
 use crate::commands::pipeline::Pipeline;
 use crate::commands::{Conn, Shared};
+use crate::device_reads::DeviceReads;
 use crate::requests::run_requests;
 use crate::server::{serve_connection, ClientGuard, POLL};
 use mio::net::TcpStream;
@@ -44,6 +46,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
+use std::time::Instant;
 
 const WAKER: Token = Token(usize::MAX);
 
@@ -104,6 +107,7 @@ fn run(
     let mut next_token = 0usize;
     let mut threads: Vec<JoinHandle<()>> = Vec::new();
     let mut chunk = vec![0u8; 64 * 1024];
+    let mut device = DeviceReads::for_this_thread();
     while !stop.load(Ordering::SeqCst) {
         if let Err(e) = poll.poll(&mut events, Some(POLL)) {
             if e.kind() == ErrorKind::Interrupted {
@@ -140,7 +144,16 @@ fn run(
         let mut outcomes = Vec::with_capacity(ready.len());
         for token in ready {
             if let Some(c) = clients.get_mut(&token) {
-                outcomes.push((token, run_ready(shared, c, &mut chunk, &mut pipe)));
+                let started = Instant::now();
+                let mut ran = run_ready(shared, c, &mut chunk, &mut pipe);
+                if matches!(ran, Ran::Done { close: false })
+                    && device.waited_for_device(started.elapsed())
+                {
+                    // Its reads wait for the device: on a thread of its
+                    // own they no longer hold up the loop (device_reads.rs).
+                    ran = Ran::Thread;
+                }
+                outcomes.push((token, ran));
             }
         }
         pipe.finish(shared);
@@ -287,16 +300,20 @@ fn handoff(
     let stream: std::net::TcpStream = c.stream.into();
     let (owned, stop) = (shared.clone(), stop.clone());
     let (mut conn, buf) = (c.conn, c.buf);
-    let spawned = std::thread::Builder::new().spawn(move || {
-        let shared = owned;
-        let _guard = ClientGuard(&shared);
-        let mut stream = stream;
-        if stream.set_nonblocking(false).is_ok() && stream.set_read_timeout(Some(POLL)).is_ok() {
-            let _ = conn.sink.flush();
-            let _ = serve_connection(&shared, &mut stream, &mut conn, &stop, buf);
-        }
-        conn.close(&shared);
-    });
+    // Named so that `top -H` (and the tests) tell moved connections apart.
+    let spawned = std::thread::Builder::new()
+        .name("redis-moved".into())
+        .spawn(move || {
+            let shared = owned;
+            let _guard = ClientGuard(&shared);
+            let mut stream = stream;
+            if stream.set_nonblocking(false).is_ok() && stream.set_read_timeout(Some(POLL)).is_ok()
+            {
+                let _ = conn.sink.flush();
+                let _ = serve_connection(&shared, &mut stream, &mut conn, &stop, buf);
+            }
+            conn.close(&shared);
+        });
     // A failed spawn drops the closure (and with it the socket) before its
     // guard existed: count the connection out here.
     match spawned {

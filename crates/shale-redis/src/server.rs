@@ -38,10 +38,10 @@ pub struct ServerConfig {
     pub appendfsync: Appendfsync,
     /// A second listener speaking TLS (Redis's `tls-port`).
     pub tls: Option<TlsListener>,
-    /// Event-loop threads serving the connections (`reactor`); `None`: two
-    /// per core, at most 8 (a loop waits while a GET reads the device, so
-    /// more loops than cores keep more reads in flight); `Some(0)`: a
-    /// thread per connection.
+    /// Event-loop threads serving the connections (`reactor`); `None`: one
+    /// per two cores, at least 1 and at most 8 (a connection whose reads
+    /// wait for the device moves to a thread of its own, `device_reads`);
+    /// `Some(0)`: a thread per connection.
     pub io_threads: Option<usize>,
 }
 
@@ -105,7 +105,7 @@ pub fn serve_with(
         std::thread::spawn(move || crate::durability::run(&shared.store, &stop))
     };
     let loops = cfg.io_threads.unwrap_or_else(|| {
-        std::thread::available_parallelism().map_or(2, |n| (2 * n.get()).min(8))
+        std::thread::available_parallelism().map_or(1, |n| (n.get() / 2).clamp(1, 8))
     });
     let reactors = (0..loops)
         .map(|_| Reactor::start(shared.clone(), stop.clone()))

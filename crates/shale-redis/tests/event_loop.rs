@@ -83,3 +83,101 @@ fn a_thread_per_connection_still_serves() {
     );
     assert_eq!(cli(s.port, &["llen", "l"]), "2");
 }
+
+/// The server's threads serving a connection moved off its loop.
+fn threads_of(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .filter(|t| {
+            let comm = std::fs::read_to_string(t.as_ref().unwrap().path().join("comm"));
+            comm.is_ok_and(|c| c.trim() == "redis-moved")
+        })
+        .count()
+}
+
+fn read_bytes_of(pid: u32) -> u64 {
+    let io = std::fs::read_to_string(format!("/proc/{pid}/io")).unwrap();
+    io.lines()
+        .find_map(|l| l.strip_prefix("read_bytes:"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// Sends `STRLEN k{i}` for `i` in `0..n` in one write: each reads a whole
+/// value, the replies are small (a socket that does not take its replies
+/// at once would move the connection by itself).
+fn pipelined_reads(c: &mut Raw, n: usize) {
+    let mut bytes = Vec::new();
+    for i in 0..n {
+        bytes.extend(Raw::encode(&[b"STRLEN", format!("k{i}").as_bytes()]));
+    }
+    c.w.write_all(&bytes).unwrap();
+    for _ in 0..n {
+        assert_eq!(c.reply(), format!(":{}\r\n", 80 * 1024));
+    }
+}
+
+/// A connection whose GETs read the device (values in value files read
+/// with O_DIRECT) moves off the loop to a thread of its own
+/// (`device_reads.rs`); one whose GETs are served from memory stays.
+#[test]
+fn a_client_waiting_for_the_device_moves_to_a_thread() {
+    let dir = tempfile::tempdir().unwrap();
+    const N: usize = 64;
+    // 80 KiB values go to value files (64 KiB and more). Written by one
+    // server and read by the next, they are only on disk.
+    let big = "v".repeat(80 * 1024);
+    {
+        let s = start_shale_with(dir.path(), &[]);
+        let mut writer = authed(s.port);
+        for i in 0..N {
+            assert_eq!(writer.call(&["SET", &format!("k{i}"), &big]), "+OK\r\n");
+            assert_eq!(writer.call(&["SET", &format!("small{i}"), "x"]), "+OK\r\n");
+        }
+        assert!(s.terminate().success());
+    }
+    let s = start_shale_with(dir.path(), &["--io-threads", "1", "--blob-direct-reads"]);
+    let pid = s.child.id();
+    // In-memory reads: nothing moves.
+    let mut mem = authed(s.port);
+    let before = threads_of(pid);
+    for _ in 0..20 {
+        let mut bytes = Vec::new();
+        for i in 0..N {
+            bytes.extend(Raw::encode(&[b"GET", format!("small{i}").as_bytes()]));
+        }
+        mem.w.write_all(&bytes).unwrap();
+        for _ in 0..N {
+            assert_eq!(mem.reply(), "$1\r\nx\r\n");
+        }
+    }
+    assert_eq!(threads_of(pid), before, "an in-memory client left the loop");
+    // Reads from value files with O_DIRECT: the loop's thread reads the
+    // device, and the connection moves (at most one look per 10 ms, so
+    // give it a few rounds).
+    let mut disk = authed(s.port);
+    let read0 = read_bytes_of(pid);
+    for _ in 0..10 {
+        pipelined_reads(&mut disk, N);
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let device_read = read_bytes_of(pid) > read0;
+    let after = threads_of(pid);
+    if device_read {
+        assert_eq!(
+            after,
+            before + 1,
+            "the device-bound client stayed on the loop"
+        );
+    } else {
+        // A file system without O_DIRECT reads from the device (tmpfs):
+        // nothing waited, so nothing may move.
+        eprintln!("no device reads on this file system: nothing to move");
+        assert_eq!(after, before);
+    }
+    // Still served, in order, on its thread.
+    pipelined_reads(&mut disk, N);
+    assert_eq!(cli(s.port, &["get", "small0"]), "x");
+}
