@@ -86,6 +86,21 @@ pub fn run(shared: &Shared, tx: &mut Tx, db: u8, name: &str, a: &[Vec<u8>]) -> C
                 left
             }))
         }
+        "expiretime" | "pexpiretime" => {
+            let Some(m) = tx.get_meta(db, key)? else {
+                return Ok(Reply::Int(-2));
+            };
+            if m.expire_at == 0 {
+                return Ok(Reply::Int(-1));
+            }
+            let at = i64::try_from(m.expire_at).unwrap_or(i64::MAX);
+            Ok(Reply::Int(if name == "expiretime" {
+                at.saturating_add(500) / 1000
+            } else {
+                at
+            }))
+        }
+        "randomkey" => random_key(tx, db),
         "persist" => {
             tx.lock(db, [key]);
             match tx.get_meta(db, key)? {
@@ -216,4 +231,45 @@ fn expire(tx: &mut Tx, db: u8, name: &'static str, a: &[Vec<u8>]) -> CmdResult {
         tx.put_meta(db, key, &m);
     }
     Ok(Reply::Int(1))
+}
+
+/// RANDOMKEY: the first live key at or after a random point between the
+/// db's first and last keys, wrapping to the start. The point shares the two
+/// keys' common prefix and draws its next byte between theirs, so keys that
+/// differ only in a suffix (`user:1` .. `user:99`) are all chosen; keys after
+/// long gaps are likelier, where Redis samples its hash table.
+fn random_key(tx: &Tx, db: u8) -> CmdResult {
+    let first_live = |from: Option<&[u8]>| -> Result<Option<Vec<u8>>, CmdError> {
+        let mut found = None;
+        tx.scan_keys(db, from, |k, _| {
+            found = Some(k.to_vec());
+            false
+        })?;
+        Ok(found)
+    };
+    let Some(first) = first_live(None)? else {
+        return Ok(Reply::Nil);
+    };
+    let now = tx.now();
+    let mut last = None;
+    tx.scan(
+        &[b'M', db],
+        None,
+        true,
+        |k, v| match crate::store::Meta::decode(v) {
+            Ok(m) if m.expired(now) => true,
+            _ => {
+                last = Some(k.get(2..).unwrap_or_default().to_vec());
+                false
+            }
+        },
+    )?;
+    let last = last.unwrap_or_else(|| first.clone());
+    let common = first.iter().zip(&last).take_while(|(a, b)| a == b).count();
+    let mut point = first.get(..common).unwrap_or_default().to_vec();
+    let lo = first.get(common).copied().unwrap_or(0);
+    let hi = last.get(common).copied().unwrap_or(u8::MAX);
+    point.push(rand::Rng::gen_range(&mut rand::thread_rng(), lo..=hi));
+    point.extend(rand::random::<[u8; 8]>());
+    Ok(Reply::opt_bulk(first_live(Some(&point))?.or(Some(first))))
 }

@@ -69,6 +69,8 @@ pub struct Shared {
     pub acl: crate::acl::registry::Acl,
     pub cursors: CursorTable,
     pub started: Instant,
+    /// Unix seconds at start (LASTSAVE).
+    pub started_unix: i64,
     pub port: u16,
     pub clients: AtomicU64,
     next_client_id: AtomicU64,
@@ -100,6 +102,9 @@ impl Shared {
             acl,
             cursors: CursorTable::default(),
             started: Instant::now(),
+            started_unix: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX)),
             port,
             clients: AtomicU64::new(0),
             next_client_id: AtomicU64::new(1),
@@ -292,6 +297,11 @@ fn arity(name: &str) -> Option<i32> {
         "setnx" | "getset" | "incrby" | "decrby" | "append" | "hget" | "hexists" | "hstrlen"
         | "incrbyfloat" => 3,
         "setex" | "psetex" | "hsetnx" => 4,
+        "getex" => -2,
+        "getrange" | "setrange" => 4,
+        "expiretime" | "pexpiretime" => 2,
+        "randomkey" | "time" | "lastsave" => 1,
+        "move" => 3,
         "hset" => -4,
         "hincrby" | "hincrbyfloat" => 4,
         "dbsize" | "multi" | "exec" | "discard" | "unwatch" | "reset" => 1,
@@ -638,13 +648,25 @@ fn run(shared: &Shared, conn: &mut Conn, tx: &mut Tx, name: &str, a: &[Vec<u8>])
         "info" => info::info(shared, tx, a),
         "get" | "set" | "mget" | "mset" | "setnx" | "getset" | "getdel" | "incr" | "decr"
         | "incrby" | "decrby" | "append" | "strlen" | "setex" | "psetex" | "msetnx"
-        | "incrbyfloat" => strings::run(tx, db, name, a),
+        | "incrbyfloat" | "getex" | "getrange" | "setrange" => strings::run(tx, db, name, a),
+        "time" => {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap_or_default();
+            Ok(Reply::Array(vec![
+                Reply::bulk(now.as_secs().to_string()),
+                Reply::bulk(now.subsec_micros().to_string()),
+            ]))
+        }
+        // No RDB saves: the last "save" is the server's start, as for a
+        // Redis that has not saved since it started.
+        "lastsave" => Ok(Reply::Int(shared.started_unix)),
         "hset" | "hget" | "hmget" | "hgetall" | "hdel" | "hlen" | "hexists" | "hincrby"
         | "hkeys" | "hvals" | "hsetnx" | "hstrlen" | "hincrbyfloat" | "hrandfield" => {
             hashes::run(tx, db, name, a)
         }
         "unwatch" => Ok(multi::unwatch(shared, conn)),
-        "rename" | "renamenx" | "copy" => rename::run(tx, db, name, a),
+        "rename" | "renamenx" | "copy" | "move" => rename::run(tx, db, name, a),
         "hscan" => hashes::hscan(shared, tx, db, a),
         n if n.starts_with('l') || n.starts_with("rp") => lists::run(tx, db, name, a),
         n if n.starts_with('s') && n != "scan" && n != "select" => {

@@ -1,4 +1,4 @@
-//! RENAME, RENAMENX, COPY: the value is copied record by record under a new
+//! RENAME, RENAMENX, COPY, MOVE: the value is copied record by record under a new
 //! version (O(size), where Redis moves a pointer), then the source's
 //! metadata is deleted (RENAME) so its old sub-records become unreachable.
 
@@ -97,6 +97,29 @@ pub fn run(tx: &mut Tx, db: u8, name: &str, a: &[Vec<u8>]) -> CmdResult {
                 return Ok(Reply::Int(0));
             }
             copy_value(tx, db, src, &m, dst_db, dst)?;
+            Ok(Reply::Int(1))
+        }
+        "move" => {
+            // Redis's order: the index, its range, same db, then the keys.
+            let n = super::parse_i64(dst)?;
+            let dst_db = u8::try_from(n)
+                .ok()
+                .filter(|d| *d < DATABASES)
+                .ok_or_else(|| CmdError::Other("DB index is out of range".into()))?;
+            if dst_db == db {
+                return Err(CmdError::Other(
+                    "source and destination objects are the same".into(),
+                ));
+            }
+            tx.lock_all();
+            let Some(m) = tx.get_meta(db, src)? else {
+                return Ok(Reply::Int(0));
+            };
+            if tx.get_meta(dst_db, src)?.is_some() {
+                return Ok(Reply::Int(0));
+            }
+            copy_value(tx, db, src, &m, dst_db, src)?;
+            tx.delete_meta(db, src);
             Ok(Reply::Int(1))
         }
         _ => Err(CmdError::Other(format!("unknown command '{name}'"))),

@@ -124,6 +124,13 @@ pub fn run(tx: &mut Tx, db: u8, name: &str, a: &[Vec<u8>]) -> CmdResult {
             put(tx, db, key, &m)?;
             Ok(Reply::bulk(text))
         }
+        "getrange" => {
+            let (start, end) = (parse_i64(arg(a, 1))?, parse_i64(arg(a, 2))?);
+            let v = string_value(tx.get_meta(db, arg(a, 0))?)?.unwrap_or_default();
+            Ok(Reply::bulk(substr(&v, start, end).to_vec()))
+        }
+        "setrange" => setrange(tx, db, a),
+        "getex" => getex(tx, db, a),
         "append" => {
             tx.lock(db, [arg(a, 0)]);
             let key = arg(a, 0);
@@ -283,4 +290,133 @@ fn set(tx: &mut Tx, db: u8, a: &[Vec<u8>], cmd: &'static str) -> CmdResult {
     } else {
         Reply::ok()
     })
+}
+
+/// GETRANGE's slice of `v` (Redis 7.0's `getrangeCommand` clamping: negative
+/// indexes count from the end, both ends inclusive).
+fn substr(v: &[u8], start: i64, end: i64) -> &[u8] {
+    let len = i64::try_from(v.len()).unwrap_or(i64::MAX);
+    if (start < 0 && end < 0 && start > end) || len == 0 {
+        return &[];
+    }
+    let start = if start < 0 { len + start } else { start }.max(0);
+    let end = if end < 0 { len + end } else { end }.clamp(0, len - 1);
+    if start > end {
+        return &[];
+    }
+    let (s, e) = (
+        usize::try_from(start).unwrap_or(0),
+        usize::try_from(end).unwrap_or(0),
+    );
+    v.get(s..=e).unwrap_or_default()
+}
+
+/// SETRANGE key offset value: overwrites from `offset`, zero-padding a
+/// shorter (or missing) string; the length after, as Redis replies it.
+fn setrange(tx: &mut Tx, db: u8, a: &[Vec<u8>]) -> CmdResult {
+    let (key, value) = (arg(a, 0), arg(a, 2));
+    let offset = parse_i64(arg(a, 1))?;
+    let offset =
+        usize::try_from(offset).map_err(|_| CmdError::Other("offset is out of range".into()))?;
+    tx.lock(db, [key]);
+    let old = tx.get_meta(db, key)?;
+    let m = match old {
+        Some(m) if m.ty != Type::String => return Err(CmdError::WrongType),
+        Some(m) => Some(m),
+        None => None,
+    };
+    let cur_len = m.as_ref().map_or(0, |m| m.value.len());
+    if value.is_empty() {
+        return Ok(Reply::Int(i64::try_from(cur_len).unwrap_or(i64::MAX)));
+    }
+    let needed = offset
+        .checked_add(value.len())
+        .filter(|n| *n as u64 <= crate::resp::MAX_BULK_LEN)
+        .ok_or_else(|| {
+            CmdError::Other("string exceeds maximum allowed size (proto-max-bulk-len)".into())
+        })?;
+    let mut m = m.unwrap_or_else(|| new_string(tx, Vec::new(), 0));
+    if m.value.len() < needed {
+        m.value.resize(needed, 0);
+    }
+    if let Some(dst) = m.value.get_mut(offset..needed) {
+        dst.copy_from_slice(value);
+    }
+    m.size = m.value.len() as u64;
+    put(tx, db, key, &m)?;
+    Ok(Reply::Int(i64::try_from(m.value.len()).unwrap_or(i64::MAX)))
+}
+
+/// GETEX key [EX s | PX ms | EXAT s | PXAT ms | PERSIST] (Redis 7.0's
+/// order: options, the key's type, then the expiry's validity).
+fn getex(tx: &mut Tx, db: u8, a: &[Vec<u8>]) -> CmdResult {
+    let key = arg(a, 0);
+    // (raw amount, unit is ms, absolute)
+    let mut expire: Option<(&[u8], bool, bool)> = None;
+    let mut persist = false;
+    let mut i = 1;
+    while let Some(o) = a.get(i) {
+        let next = a.get(i + 1);
+        if is_opt(o, "PERSIST") && expire.is_none() && !persist {
+            persist = true;
+        } else if ["EX", "PX", "EXAT", "PXAT"].iter().any(|x| is_opt(o, x))
+            && expire.is_none()
+            && !persist
+            && next.is_some()
+        {
+            let ms = is_opt(o, "PX") || is_opt(o, "PXAT");
+            let absolute = is_opt(o, "EXAT") || is_opt(o, "PXAT");
+            expire = Some((next.map(|v| v.as_slice()).unwrap_or_default(), ms, absolute));
+            i += 1;
+        } else {
+            return Err(CmdError::Syntax);
+        }
+        i += 1;
+    }
+    tx.lock(db, [key]);
+    let Some(mut m) = tx.get_meta(db, key)? else {
+        return Ok(Reply::Nil);
+    };
+    if m.ty != Type::String {
+        return Err(CmdError::WrongType);
+    }
+    let now = tx.now();
+    let at = match expire {
+        None => None,
+        Some((raw, ms, absolute)) => {
+            let n = parse_i64(raw)?;
+            let invalid = || CmdError::InvalidExpire("getex");
+            if n <= 0 {
+                return Err(invalid());
+            }
+            let n = u64::try_from(n).map_err(|_| invalid())?;
+            let ms_val = if ms { Some(n) } else { n.checked_mul(1000) };
+            let at = ms_val.and_then(|v| {
+                if absolute {
+                    Some(v)
+                } else {
+                    v.checked_add(now)
+                }
+            });
+            match at {
+                Some(at) if i64::try_from(at).is_ok() => Some(at),
+                _ => return Err(invalid()),
+            }
+        }
+    };
+    let reply = Reply::bulk(m.value.clone());
+    match at {
+        // EXAT/PXAT in the past: the key goes at once.
+        Some(at) if at <= now => tx.delete_meta(db, key),
+        Some(at) => {
+            m.expire_at = at;
+            tx.put_meta(db, key, &m);
+        }
+        None if persist && m.expire_at != 0 => {
+            m.expire_at = 0;
+            tx.put_meta(db, key, &m);
+        }
+        None => {}
+    }
+    Ok(reply)
 }
