@@ -205,6 +205,7 @@ pub fn serve(db: Db, dir: &Path, args: ServeArgs) -> Result<(), CliError> {
                     CliError::Input(format!("cannot listen on {}:{port}: {e}", args.bind))
                 })?;
             let raddr = listener.local_addr()?;
+            let mysql_stop = stop.clone();
             let (db, stop) = (db.clone(), redis_stop.clone());
             let tls = match args.redis_tls_port {
                 None => None,
@@ -237,7 +238,12 @@ pub fn serve(db: Db, dir: &Path, args: ServeArgs) -> Result<(), CliError> {
                 io_threads: args.redis_io_threads,
             };
             let handle = std::thread::spawn(move || {
-                shale_redis::server::serve_with(db, listener, cfg, stop)
+                let served = shale_redis::server::serve_with(db, listener, cfg, stop);
+                // A Redis client's SHUTDOWN stops the whole server, as it
+                // stops redis-server (a no-op when the MySQL side stopped
+                // first).
+                mysql_stop.shutdown();
+                served
             });
             Some((raddr, handle))
         }

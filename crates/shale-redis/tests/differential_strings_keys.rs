@@ -1,7 +1,7 @@
 //! GETEX, GETRANGE, SETRANGE, EXPIRETIME / PEXPIRETIME, MOVE, RANDOMKEY,
-//! TIME and LASTSAVE: replies compared with a real redis-server (RESP2 and
-//! RESP3), then the commands whose replies depend on the clock or on chance
-//! checked for their shape.
+//! TIME, LASTSAVE and SHUTDOWN: replies compared with a real redis-server
+//! (RESP2 and RESP3), then the commands whose replies depend on the clock
+//! or on chance checked for their shape, and SHUTDOWN for its effect.
 // Tests index and unwrap freely: a panic is a test failure.
 #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
 
@@ -113,6 +113,11 @@ const SCRIPT: &[&[&str]] = &[
     &["SELECT", "0"],
     &["TIME", "x"],
     &["LASTSAVE", "x"],
+    // SHUTDOWN's refusals (a successful one ends the server).
+    &["SHUTDOWN", "ABORT"],
+    &["SHUTDOWN", "SAVE", "NOSAVE"],
+    &["SHUTDOWN", "ABORT", "NOW"],
+    &["SHUTDOWN", "BOGUS"],
 ];
 
 #[test]
@@ -161,4 +166,30 @@ fn time_lastsave_and_randomkey() {
         seen.insert(key);
     }
     assert!(seen.len() > 5, "RANDOMKEY chose only {seen:?}");
+}
+
+/// SHUTDOWN closes the connection without a reply and the server exits
+/// cleanly; what was acknowledged before it is there after a restart.
+#[test]
+fn shutdown_stops_the_server_and_keeps_the_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = start_shale(dir.path());
+    let mut c = Raw::connect(s.port);
+    assert_eq!(c.call(&["AUTH", PW]), "+OK\r\n");
+    assert_eq!(c.call(&["SET", "kept", "yes"]), "+OK\r\n");
+    c.send(&["SHUTDOWN", "NOSAVE"]);
+    let mut rest = Vec::new();
+    std::io::Read::read_to_end(&mut c.r, &mut rest).unwrap();
+    assert!(rest.is_empty(), "SHUTDOWN replied {rest:?}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let status = loop {
+        if let Some(st) = s.child.try_wait().unwrap() {
+            break st;
+        }
+        assert!(std::time::Instant::now() < deadline, "still running");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    assert!(status.success(), "{status}");
+    let s = start_shale(dir.path());
+    assert_eq!(common::cli(s.port, &["get", "kept"]), "yes");
 }

@@ -123,6 +123,12 @@ impl Shared {
         }
     }
 
+    /// SHUTDOWN: the server stops as on SIGTERM (stop accepting, end every
+    /// connection, sync the log).
+    pub fn request_shutdown(&self) {
+        self.stop.store(true, Ordering::SeqCst);
+    }
+
     pub fn stopping(&self) -> bool {
         self.stop.load(Ordering::SeqCst)
     }
@@ -301,6 +307,7 @@ fn arity(name: &str) -> Option<i32> {
         "getrange" | "setrange" => 4,
         "expiretime" | "pexpiretime" => 2,
         "randomkey" | "time" | "lastsave" => 1,
+        "shutdown" => -1,
         "move" => 3,
         "hset" => -4,
         "hincrby" | "hincrbyfloat" => 4,
@@ -667,6 +674,7 @@ fn run(shared: &Shared, conn: &mut Conn, tx: &mut Tx, name: &str, a: &[Vec<u8>])
         }
         "unwatch" => Ok(multi::unwatch(shared, conn)),
         "rename" | "renamenx" | "copy" | "move" => rename::run(tx, db, name, a),
+        "shutdown" => shutdown(shared, conn, a),
         "hscan" => hashes::hscan(shared, tx, db, a),
         n if n.starts_with('l') || n.starts_with("rp") => lists::run(tx, db, name, a),
         n if n.starts_with('s') && n != "scan" && n != "select" => {
@@ -675,6 +683,37 @@ fn run(shared: &Shared, conn: &mut Conn, tx: &mut Tx, name: &str, a: &[Vec<u8>])
         n if n.starts_with('z') => zsets::run(shared, tx, db, name, a),
         _ => keys::run(shared, tx, db, name, a),
     }
+}
+
+/// SHUTDOWN [NOSAVE|SAVE] [NOW] [FORCE] [ABORT]. Every acknowledged write
+/// is already in the log, so SAVE and NOSAVE stop the same way (the log is
+/// synced as on SIGTERM); NOW and FORCE change nothing (no replicas, no
+/// RDB to fail). On success the connection closes without a reply, as in
+/// Redis; no shutdown is ever pending, so ABORT is an error.
+fn shutdown(shared: &Shared, conn: &mut Conn, a: &[Vec<u8>]) -> CmdResult {
+    let (mut save, mut nosave, mut abort, mut others) = (false, false, false, false);
+    for o in a {
+        if is_opt(o, "NOSAVE") {
+            nosave = true;
+        } else if is_opt(o, "SAVE") {
+            save = true;
+        } else if is_opt(o, "NOW") || is_opt(o, "FORCE") {
+            others = true;
+        } else if is_opt(o, "ABORT") {
+            abort = true;
+        } else {
+            return Err(CmdError::Syntax);
+        }
+    }
+    if (save && nosave) || (abort && (save || nosave || others)) {
+        return Err(CmdError::Syntax);
+    }
+    if abort {
+        return Err(CmdError::Other("No shutdown in progress.".into()));
+    }
+    shared.request_shutdown();
+    conn.quit = true;
+    Ok(Reply::Multi(Vec::new()))
 }
 
 /// HELLO [protover [AUTH user pass] [SETNAME name]] (Redis 7.0's checks, in its order).
