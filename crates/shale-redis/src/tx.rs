@@ -12,6 +12,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ops::Bound;
 
 mod prefetch;
+mod reply_cache;
 pub use prefetch::WINDOW as PREFETCH_WINDOW;
 
 pub struct Tx<'a> {
@@ -53,6 +54,12 @@ pub struct Tx<'a> {
     /// Batch only: the collection the last [`Tx::repeat_count`] asked
     /// about and how many times in a row (`prefetch`).
     repeats: Option<(Vec<u8>, u32)>,
+    /// Batch only: replies of reads kept for identical commands
+    /// (`reply_cache`), with the write count they were made at.
+    reply_cache: std::cell::RefCell<HashMap<Vec<u8>, (u64, crate::resp::Reply)>>,
+    /// Buffered changes so far, undone ones included (a cached reply is
+    /// stale once it moves).
+    write_gen: u64,
 }
 
 /// One buffered change's inverse.
@@ -82,6 +89,8 @@ impl<'a> Tx<'a> {
             lock_failed: false,
             read_cache: std::cell::RefCell::default(),
             repeats: None,
+            reply_cache: std::cell::RefCell::default(),
+            write_gen: 0,
         }
     }
 
@@ -295,6 +304,7 @@ impl<'a> Tx<'a> {
 
     /// Undoes every change buffered since `mark`.
     pub fn rollback_to(&mut self, mark: usize) {
+        self.write_gen += 1;
         let Some(mut undo) = self.undo.take() else {
             return;
         };
@@ -316,6 +326,7 @@ impl<'a> Tx<'a> {
     }
 
     fn write_entry(&mut self, key: Vec<u8>, value: Option<Vec<u8>>) {
+        self.write_gen += 1;
         match &mut self.undo {
             Some(undo) => {
                 let prev = self.writes.insert(key.clone(), value);
@@ -383,6 +394,7 @@ impl<'a> Tx<'a> {
                 undo.push(Undo::Write(k, prev));
             }
         }
+        self.write_gen += 1;
         self.ranges.push((prefix.to_vec(), end));
         if let Some(undo) = &mut self.undo {
             undo.push(Undo::Range);

@@ -283,3 +283,35 @@ fn concurrent_pipelined_consumers_pop_each_element_once() {
     assert_eq!(all.len(), N, "no element popped twice");
     assert_eq!(cli(port, &["llen", "q"]), "0");
 }
+
+/// Identical LRANGEs in one batch share a reply (`tx/reply_cache.rs`); a
+/// write in between, by the same client or by the batch, makes the next
+/// one read again. Compared with redis-server.
+#[test]
+fn repeated_lranges_in_a_pipeline_see_the_writes_between_them() {
+    let script: &[&[&str]] = &[
+        &["LRANGE", "l", "0", "-1"],
+        &["LRANGE", "l", "0", "-1"],
+        &["RPUSH", "l", "c"],
+        &["LRANGE", "l", "0", "-1"],
+        &["LRANGE", "l", "0", "-1"],
+        &["LRANGE", "l", "1", "1"],
+        &["LPOP", "l"],
+        &["LRANGE", "l", "0", "-1"],
+        &["LRANGE", "l", "1", "1"],
+        &["LSET", "l", "0", "changed"],
+        &["LRANGE", "l", "0", "-1"],
+        &["SET", "l", "now a string"],
+        &["LRANGE", "l", "0", "-1"],
+        &["DEL", "l"],
+        &["LRANGE", "l", "0", "-1"],
+        &["RPUSH", "l", "z"],
+        &["LRANGE", "l", "0", "-1"],
+    ];
+    on_both_servers(|port| {
+        let mut c = Raw::connect(port);
+        assert_eq!(c.call(&["AUTH", PW]), "+OK\r\n");
+        assert_eq!(c.call(&["RPUSH", "l", "a", "b"]), ":2\r\n");
+        pipelined(&mut c, script)
+    });
+}

@@ -5,7 +5,7 @@
 
 use super::{arg, is_opt, parse_i64, typed_meta, CmdError, CmdResult};
 use crate::resp::Reply;
-use crate::store::{list_index, sub_key, sub_prefix, Meta, Type};
+use crate::store::{list_index, meta_key, sub_key, sub_prefix, Meta, Type};
 use crate::tx::{Tx, PREFETCH_WINDOW};
 
 fn list_meta(tx: &Tx, db: u8, key: &[u8]) -> Result<Option<Meta>, CmdError> {
@@ -212,7 +212,21 @@ pub fn run(tx: &mut Tx, db: u8, name: &str, a: &[Vec<u8>]) -> CmdResult {
         "llen" => Ok(Reply::Int(list_meta(tx, db, key)?.map_or(0, |m| len(&m)))),
         "lrange" => {
             let (start, stop) = (parse_i64(arg(a, 1))?, parse_i64(arg(a, 2))?);
-            tx.consistent_reads();
+            // In a batch: under the list's lock, and identical LRANGEs of
+            // the batch share one reply (tx/reply_cache.rs).
+            let id = if tx.is_batch() {
+                tx.lock(db, [key]);
+                let mut id = meta_key(db, key);
+                id.extend_from_slice(&start.to_be_bytes());
+                id.extend_from_slice(&stop.to_be_bytes());
+                if let Some(r) = tx.cached_reply(&id) {
+                    return Ok(r);
+                }
+                Some(id)
+            } else {
+                tx.consistent_reads();
+                None
+            };
             let Some(m) = list_meta(tx, db, key)? else {
                 return Ok(Reply::Array(vec![]));
             };
@@ -223,7 +237,11 @@ pub fn run(tx: &mut Tx, db: u8, name: &str, a: &[Vec<u8>]) -> CmdResult {
                     count += 1;
                 })?;
             }
-            Ok(Reply::BulkArray { count, body })
+            let reply = Reply::BulkArray { count, body };
+            if let Some(id) = id {
+                tx.cache_reply(&meta_key(db, key), id, &reply);
+            }
+            Ok(reply)
         }
         "lindex" => {
             // Redis looks the key up (and checks its type) before the index.
