@@ -375,11 +375,13 @@ fn processlist(ctx: &AdminContext<'_>, full: bool) -> Reply {
         list,
     );
     if let Reply::Rows { columns, .. } = &mut reply {
+        let mut cols = columns.to_vec();
         for i in [0usize, 5] {
-            if let Some(c) = columns.get_mut(i) {
+            if let Some(c) = cols.get_mut(i) {
                 *c = Column::new(&c.name.clone(), ColumnType::LongLong);
             }
         }
+        *columns = cols.into();
     }
     reply
 }
@@ -714,7 +716,7 @@ fn select_function(p: &mut Parser<'_>, ctx: &AdminContext<'_>) -> Option<Result<
         _ => ColumnType::VarString,
     };
     Some(Ok(Reply::Rows {
-        columns: vec![Column::new(&label, col_type)],
+        columns: vec![Column::new(&label, col_type)].into(),
         rows: vec![vec![value]],
     }))
 }
