@@ -520,7 +520,7 @@ impl Catalog {
         self.state
             .read()
             .tables
-            .get(&(db.to_owned(), name.to_owned()))
+            .get(&(db, name) as &dyn crate::name_pair::NamePair)
             .cloned()
             .ok_or_else(|| Error::UnknownTable(format!("{db}.{name}")))
     }
