@@ -38,8 +38,8 @@ pub struct AdminContext<'a> {
 pub fn run(stmt: &str, ctx: &AdminContext<'_>) -> Option<Result<Reply, SqlError>> {
     // Every statement passes here: lex it whole only if its first words
     // name a statement handled below.
-    let words = lex::first_words(stmt, 2);
-    let word = |i: usize| words.get(i).map_or("", String::as_str);
+    let words = lex::FirstWords::<2>::of(stmt);
+    let word = |i: usize| words.get(i);
     let ours = match word(0) {
         "SHOW" | "KILL" | "GRANT" | "REVOKE" | "SELECT" => true,
         "CREATE" | "DROP" | "ALTER" => word(1) == "USER",
@@ -100,11 +100,7 @@ pub fn check_privilege(
         return Ok(());
     };
     // A SELECT without FROM reads no table (only a SELECT is lexed whole).
-    if bit == privs::SELECT
-        && lex::first_words(stmt, 1)
-            .first()
-            .is_some_and(|w| w == "SELECT")
-    {
+    if bit == privs::SELECT && lex::FirstWords::<1>::of(stmt).get(0) == "SELECT" {
         let Some(toks) = lex::tokens(stmt) else {
             return Ok(()); // the SQL layer reports the syntax error
         };
@@ -144,10 +140,10 @@ pub fn check_privilege_on(
 
 /// The privilege a table statement needs, by its first words.
 fn needed_privilege(stmt: &str) -> Option<(u64, &'static str)> {
-    let words = lex::first_words(stmt, 3);
-    let word = |i: usize| words.get(i).map_or("", String::as_str);
-    let first = word(0).to_owned();
-    Some(match first.as_str() {
+    let words = lex::FirstWords::<3>::of(stmt);
+    let word = |i: usize| words.get(i);
+    let first = word(0);
+    Some(match first {
         "SELECT" | "WITH" | "EXPLAIN" | "DESCRIBE" | "DESC" | "TABLE" | "VALUES" | "CHECK" => {
             (privs::SELECT, "SELECT")
         }
@@ -160,7 +156,7 @@ fn needed_privilege(stmt: &str) -> Option<(u64, &'static str)> {
         "CREATE" | "DROP" => {
             let what = word(1);
             let index = what == "INDEX" || (what == "UNIQUE" && word(2) == "INDEX");
-            match (first.as_str(), index) {
+            match (first, index) {
                 (_, true) => (privs::INDEX, "INDEX"),
                 ("CREATE", false) => (privs::CREATE, "CREATE"),
                 _ => (privs::DROP, "DROP"),
@@ -375,11 +371,13 @@ fn processlist(ctx: &AdminContext<'_>, full: bool) -> Reply {
         list,
     );
     if let Reply::Rows { columns, .. } = &mut reply {
+        let mut cols = columns.to_vec();
         for i in [0usize, 5] {
-            if let Some(c) = columns.get_mut(i) {
+            if let Some(c) = cols.get_mut(i) {
                 *c = Column::new(&c.name.clone(), ColumnType::LongLong);
             }
         }
+        *columns = cols.into();
     }
     reply
 }
@@ -714,7 +712,7 @@ fn select_function(p: &mut Parser<'_>, ctx: &AdminContext<'_>) -> Option<Result<
         _ => ColumnType::VarString,
     };
     Some(Ok(Reply::Rows {
-        columns: vec![Column::new(&label, col_type)],
+        columns: vec![Column::new(&label, col_type)].into(),
         rows: vec![vec![value]],
     }))
 }

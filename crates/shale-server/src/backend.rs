@@ -206,7 +206,9 @@ pub enum Reply {
     },
     /// A result set.
     Rows {
-        columns: Vec<Column>,
+        /// Shared, so a prepared statement's columns, converted once, go
+        /// out with each execution without a copy (`sql_backend.rs`).
+        columns: std::sync::Arc<[Column]>,
         rows: Vec<Vec<Value>>,
     },
 }

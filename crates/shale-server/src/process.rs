@@ -32,32 +32,116 @@ pub struct ProcessRow {
     pub info: Option<String>,
 }
 
+/// One connection's entry. The connection updates it through its own
+/// [`ProcessSlot`] twice per command (`Execute`, then `Sleep`), so it has
+/// a lock of its own: the list's lock is taken only to add, find, list or
+/// remove entries, and 64 connections busy on 2 cores never queue on one
+/// lock for their state changes (a futex wait there is a context switch).
 struct Entry {
-    row: ProcessRow,
-    since: Instant,
+    state: Mutex<State>,
     interrupt: Arc<AtomicBool>,
     /// A clone of the socket, to shut it down (`None` for test pipes).
     socket: Option<TcpStream>,
 }
 
+struct State {
+    /// `info` unused: `row.info` is kept `None` and the statement text is
+    /// held in `text` (its buffer reused from command to command).
+    row: ProcessRow,
+    text: String,
+    has_text: bool,
+    since: Instant,
+}
+
+impl Entry {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // Every update replaces whole fields; a panic elsewhere cannot leave
+        // an entry half-written, so a poisoned entry is still consistent.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn set_command(&self, command: &'static str, info: Option<&str>) {
+        let mut st = self.lock();
+        st.row.command = command;
+        st.has_text = info.is_some();
+        if let Some(s) = info {
+            st.text.clear();
+            st.text.push_str(first_chars(s, 100));
+        }
+        st.since = Instant::now();
+        drop(st);
+        if command != "Sleep" {
+            self.interrupt.store(false, Ordering::Release);
+        }
+    }
+
+    fn set_db(&self, db: Option<&str>) {
+        let mut st = self.lock();
+        if st.row.db.as_deref() != db {
+            st.row.db = db.map(str::to_owned);
+        }
+    }
+
+    fn row(&self) -> ProcessRow {
+        let st = self.lock();
+        ProcessRow {
+            time: st.since.elapsed().as_secs(),
+            info: st.has_text.then(|| st.text.clone()),
+            ..st.row.clone()
+        }
+    }
+}
+
+/// The first `n` characters of `s` (all of it if shorter).
+fn first_chars(s: &str, n: usize) -> &str {
+    if s.len() <= n {
+        return s; // at most n bytes: at most n characters
+    }
+    // Statements are mostly ASCII: then n characters are n bytes.
+    if s.as_bytes().get(..n).is_some_and(<[u8]>::is_ascii) {
+        return s.get(..n).unwrap_or(s);
+    }
+    let end = s.char_indices().nth(n).map_or(s.len(), |(i, _)| i);
+    s.get(..end).unwrap_or(s)
+}
+
+/// A connection's handle on its own process-list entry: updates through it
+/// take only the entry's lock (see [`Entry`]).
+#[derive(Clone)]
+pub struct ProcessSlot(Arc<Entry>);
+
+impl ProcessSlot {
+    /// As [`ProcessList::set_command`].
+    pub fn set_command(&self, command: &'static str, info: Option<&str>) {
+        self.0.set_command(command, info);
+    }
+
+    /// As [`ProcessList::set_db`].
+    pub fn set_db(&self, db: Option<&str>) {
+        self.0.set_db(db);
+    }
+}
+
 /// Open connections by id.
 #[derive(Default)]
 pub struct ProcessList {
-    map: Mutex<HashMap<u32, Entry>>,
+    map: Mutex<HashMap<u32, Arc<Entry>>>,
 }
 
 impl ProcessList {
-    fn lock(&self) -> MutexGuard<'_, HashMap<u32, Entry>> {
-        // Every update replaces whole fields; a panic elsewhere cannot leave
-        // an entry half-written, so a poisoned map is still consistent.
+    fn lock(&self) -> MutexGuard<'_, HashMap<u32, Arc<Entry>>> {
+        // Entries are added and removed whole; a poisoned map is consistent.
         self.map.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn entry(&self, id: u32) -> Option<Arc<Entry>> {
+        self.lock().get(&id).cloned()
     }
 
     /// A new connection from `host`, in the `Connect` state.
     pub fn register(&self, id: u32, host: &str, socket: Option<TcpStream>) {
-        self.lock().insert(
-            id,
-            Entry {
+        let entry = Entry {
+            state: Mutex::new(State {
                 row: ProcessRow {
                     id,
                     user: "unauthenticated user".into(),
@@ -67,20 +151,29 @@ impl ProcessList {
                     time: 0,
                     info: None,
                 },
+                text: String::new(),
+                has_text: false,
                 since: Instant::now(),
-                interrupt: Arc::default(),
-                socket,
-            },
-        );
+            }),
+            interrupt: Arc::default(),
+            socket,
+        };
+        self.lock().insert(id, Arc::new(entry));
+    }
+
+    /// Connection `id`'s own handle on its entry (None once removed).
+    pub fn slot(&self, id: u32) -> Option<ProcessSlot> {
+        self.entry(id).map(ProcessSlot)
     }
 
     /// The connection logged in as `user`, in `db`.
     pub fn logged_in(&self, id: u32, user: &str, db: Option<&str>) {
-        if let Some(e) = self.lock().get_mut(&id) {
-            e.row.user = user.to_owned();
-            e.row.db = db.map(str::to_owned);
-            e.row.command = "Sleep";
-            e.since = Instant::now();
+        if let Some(e) = self.entry(id) {
+            let mut st = e.lock();
+            st.row.user = user.to_owned();
+            st.row.db = db.map(str::to_owned);
+            st.row.command = "Sleep";
+            st.since = Instant::now();
         }
     }
 
@@ -88,33 +181,27 @@ impl ProcessList {
     /// went back to `Sleep` (`info: None`). A new command clears a pending
     /// `KILL QUERY` meant for the previous one.
     pub fn set_command(&self, id: u32, command: &'static str, info: Option<&str>) {
-        if let Some(e) = self.lock().get_mut(&id) {
-            e.row.command = command;
-            e.row.info = info.map(|s| s.chars().take(100).collect());
-            e.since = Instant::now();
-            if command != "Sleep" {
-                e.interrupt.store(false, Ordering::Release);
-            }
+        if let Some(e) = self.entry(id) {
+            e.set_command(command, info);
         }
     }
 
     /// The current database changed.
     pub fn set_db(&self, id: u32, db: Option<&str>) {
-        if let Some(e) = self.lock().get_mut(&id) {
-            e.row.db = db.map(str::to_owned);
+        if let Some(e) = self.entry(id) {
+            e.set_db(db);
         }
     }
 
     /// The flag `KILL QUERY` raises for connection `id`.
     pub fn interrupt_flag(&self, id: u32) -> Option<Arc<AtomicBool>> {
-        self.lock().get(&id).map(|e| e.interrupt.clone())
+        self.entry(id).map(|e| e.interrupt.clone())
     }
 
     /// `KILL QUERY id` (`connection: false`) or `KILL id`. False if no
     /// such connection.
     pub fn kill(&self, id: u32, connection: bool) -> bool {
-        let map = self.lock();
-        let Some(e) = map.get(&id) else {
+        let Some(e) = self.entry(id) else {
             return false;
         };
         e.interrupt.store(true, Ordering::Release);
@@ -153,14 +240,10 @@ impl ProcessList {
 
     /// Every connection, by id.
     pub fn rows(&self) -> Vec<ProcessRow> {
-        let mut rows: Vec<ProcessRow> = self
-            .lock()
-            .values()
-            .map(|e| ProcessRow {
-                time: e.since.elapsed().as_secs(),
-                ..e.row.clone()
-            })
-            .collect();
+        // Entries are copied out first: no entry lock is taken under the
+        // list's lock.
+        let entries: Vec<Arc<Entry>> = self.lock().values().cloned().collect();
+        let mut rows: Vec<ProcessRow> = entries.iter().map(|e| e.row()).collect();
         rows.sort_by_key(|r| r.id);
         rows
     }
@@ -197,5 +280,36 @@ mod tests {
         assert!(!p.kill(8, true));
         p.remove(7);
         assert!(p.is_empty());
+    }
+
+    /// A slot updates the listed row; statement text is cut at 100
+    /// characters (not bytes) and cleared by a command without text.
+    #[test]
+    fn slot_updates_and_info_cut() {
+        let p = ProcessList::default();
+        p.register(3, "127.0.0.1", None);
+        let slot = p.slot(3).unwrap();
+        let long = "é".repeat(150);
+        slot.set_command("Query", Some(&long));
+        let info = p.rows()[0].info.clone().unwrap();
+        assert_eq!(info.chars().count(), 100);
+        assert!(long.starts_with(&info));
+        slot.set_command("Query", Some("SELECT 1"));
+        assert_eq!(p.rows()[0].info.as_deref(), Some("SELECT 1"));
+        slot.set_db(Some("shop"));
+        slot.set_command("Sleep", None);
+        let r = &p.rows()[0];
+        assert_eq!(
+            (r.command, r.info.as_deref(), r.db.as_deref()),
+            ("Sleep", None, Some("shop"))
+        );
+        // KILL QUERY, then the next command through the slot clears it.
+        let flag = p.interrupt_flag(3).unwrap();
+        assert!(p.kill(3, false));
+        slot.set_command("Execute", None);
+        assert!(!flag.load(Ordering::Acquire));
+        p.remove(3);
+        assert!(p.slot(3).is_none());
+        assert_eq!(first_chars("abc", 100), "abc");
     }
 }

@@ -20,6 +20,7 @@ use crate::mysql::auth::Credentials;
 use crate::mysql::consts::{charset, colflag, ColumnType};
 use shale_sql::{ColumnMeta, Datum, Output, SqlType};
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 /// The database behind `shale serve`.
@@ -92,6 +93,7 @@ impl Backend for SqlBackend {
             account,
             generation,
             statements: HashMap::new(),
+            process: info.shared.processes.slot(info.id),
         })
     }
 }
@@ -107,12 +109,19 @@ pub struct SqlSession {
     account: Account,
     generation: u64,
     statements: HashMap<u32, PreparedEntry>,
+    /// The connection's process-list entry (`process.rs`), for its `db`.
+    process: Option<crate::process::ProcessSlot>,
 }
 
 /// A prepared statement of a session, with the last successful privilege
 /// check: (account generation, current database) it held for.
 struct PreparedEntry {
     stmt: shale_sql::PreparedStatement,
+    /// `stmt`'s result columns as the protocol sends them, converted once:
+    /// an execution whose result has exactly these columns (the usual
+    /// case; types conformed to the rows or a changed table can differ)
+    /// sends this copy instead of converting its own.
+    columns: Arc<[Column]>,
     text: String,
     checked: Option<(u64, Option<String>)>,
 }
@@ -168,7 +177,10 @@ impl SqlSession {
             .execute_parsed(parsed, None)
             .map_err(convert_error)?;
         if let Some(db) = self.inner.current_database() {
-            self.info.shared.processes.set_db(self.info.id, Some(db));
+            match &self.process {
+                Some(p) => p.set_db(Some(db)),
+                None => self.info.shared.processes.set_db(self.info.id, Some(db)),
+            }
         }
         let mut reply = convert_output(out);
         crate::slow_log::merge_show_variables(stmt, &mut reply, &self.info.shared.slow_log);
@@ -179,7 +191,7 @@ impl SqlSession {
     fn execute_inner(&mut self, id: u32, params: &[Value]) -> Result<Reply, SqlError> {
         self.refresh_account()?;
         let generation = self.generation;
-        let db = self.inner.current_database().map(str::to_owned);
+        let db = self.inner.current_database();
         let entry = self.statements.get_mut(&id).ok_or_else(|| {
             SqlError::new(
                 1243,
@@ -189,23 +201,27 @@ impl SqlSession {
         })?;
         // The privilege check depends only on the statement, the account
         // (its generation) and the current database: once per change.
-        let key = (generation, db);
-        if entry.checked.as_ref() != Some(&key) {
-            admin::check_privilege_on(
-                &entry.text,
-                &self.account,
-                key.1.as_deref(),
-                entry.stmt.relations(),
-            )?;
-            entry.checked = Some(key);
+        // Compared in place: no copy of the database name per execution.
+        let fresh =
+            matches!(&entry.checked, Some((g, d)) if *g == generation && d.as_deref() == db);
+        if !fresh {
+            admin::check_privilege_on(&entry.text, &self.account, db, entry.stmt.relations())?;
+            entry.checked = Some((generation, db.map(str::to_owned)));
         }
         let params: Vec<Datum> = params.iter().map(to_datum).collect();
-        let stmt = entry.stmt.clone();
         let out = self
             .inner
-            .execute_prepared(&stmt, &params)
+            .execute_prepared(&entry.stmt, &params)
             .map_err(convert_error)?;
-        Ok(convert_output(out))
+        Ok(match out {
+            Output::Rows { columns, rows } if columns.as_slice() == entry.stmt.columns() => {
+                Reply::Rows {
+                    columns: entry.columns.clone(),
+                    rows: convert_rows(rows),
+                }
+            }
+            other => convert_output(other),
+        })
     }
 
     /// The start of a statement, if the slow-query log is on.
@@ -292,6 +308,7 @@ impl Session for SqlSession {
             &shale_sql::relations(sql),
         )?;
         let p = self.inner.prepare(sql).map_err(convert_error)?;
+        let columns: Arc<[Column]> = p.columns().iter().map(convert_column).collect();
         let prepared = Prepared {
             params: u16::try_from(p.param_count()).map_err(|_| {
                 SqlError::new(
@@ -300,12 +317,13 @@ impl Session for SqlSession {
                     "Prepared statement contains too many placeholders",
                 )
             })?,
-            columns: p.columns().iter().map(convert_column).collect(),
+            columns: columns.to_vec(),
         };
         self.statements.insert(
             id,
             PreparedEntry {
                 stmt: p,
+                columns,
                 text: sql.to_owned(),
                 checked: None,
             },
@@ -359,12 +377,15 @@ fn convert_output(out: Output) -> Reply {
         },
         Output::Rows { columns, rows } => Reply::Rows {
             columns: columns.iter().map(convert_column).collect(),
-            rows: rows
-                .into_iter()
-                .map(|r| r.into_iter().map(to_value).collect())
-                .collect(),
+            rows: convert_rows(rows),
         },
     }
+}
+
+fn convert_rows(rows: Vec<Vec<Datum>>) -> Vec<Vec<Value>> {
+    rows.into_iter()
+        .map(|r| r.into_iter().map(to_value).collect())
+        .collect()
 }
 
 /// The protocol column definition of a SQL result column.

@@ -50,7 +50,7 @@ impl Backend for Fixture {
 
 fn one_column(name: &str, rows: Vec<Vec<Value>>) -> Reply {
     Reply::Rows {
-        columns: vec![Column::new(name, ColumnType::VarString)],
+        columns: vec![Column::new(name, ColumnType::VarString)].into(),
         rows,
     }
 }

@@ -81,7 +81,7 @@ impl Session for FixtureSession {
     }
     /// Echoes the parameters, each in a column of its own type.
     fn execute(&mut self, _id: u32, params: &[Value]) -> Result<Reply, SqlError> {
-        let columns = params
+        let columns: std::sync::Arc<[Column]> = params
             .iter()
             .map(|p| {
                 let t = match p {
@@ -125,7 +125,8 @@ impl FixtureSession {
                     Column::new("Id", ColumnType::LongLong),
                     Column::new("Command", ColumnType::VarString),
                     Column::new("Info", ColumnType::VarString),
-                ],
+                ]
+                .into(),
                 rows: rows
                     .into_iter()
                     .map(|r| {
@@ -144,7 +145,8 @@ impl FixtureSession {
                 columns: vec![
                     Column::new("Variable_name", ColumnType::VarString),
                     Column::new("Value", ColumnType::VarString),
-                ],
+                ]
+                .into(),
                 rows: rows
                     .into_iter()
                     .map(|(k, v)| vec![Value::Bytes(k.as_bytes().to_vec()), Value::UInt(v)])
@@ -243,7 +245,7 @@ impl FixtureSession {
 
 fn rows(name: &str, t: ColumnType, v: Value) -> Reply {
     Reply::Rows {
-        columns: vec![Column::new(name, t)],
+        columns: vec![Column::new(name, t)].into(),
         rows: vec![vec![v]],
     }
 }

@@ -520,7 +520,7 @@ impl Catalog {
         self.state
             .read()
             .tables
-            .get(&(db.to_owned(), name.to_owned()))
+            .get(&(db, name) as &dyn crate::name_pair::NamePair)
             .cloned()
             .ok_or_else(|| Error::UnknownTable(format!("{db}.{name}")))
     }
@@ -759,8 +759,11 @@ impl Catalog {
         if v >= a.next {
             a.next = v.saturating_add(1);
             self.reserve(&mut a, table_id)?;
-            map.insert(table_id, a);
         }
+        // Kept even when unchanged: an explicit id below the counter (every
+        // INSERT of sysbench's write_only) otherwise read the persisted
+        // counter from the dictionary again each time.
+        map.insert(table_id, a);
         Ok(())
     }
 

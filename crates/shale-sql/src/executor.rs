@@ -501,6 +501,7 @@ impl<'a> Executor<'a> {
         } else {
             plan.order_by.iter().map(|(_, d)| *d).collect()
         };
+        let runs = !desc.is_empty() || plan.distinct || (sink.streaming() && !plain);
         let shape = Shape {
             columns,
             desc,
@@ -509,7 +510,10 @@ impl<'a> Executor<'a> {
             limit: plan.limit,
             plain,
             sort_buffer: self.limits.sort_buffer,
-            tmpdir: self.tmpdir(),
+            // Only a sorter writes run files: a direct pipeline (what
+            // Pipeline::new picks for this shape) leaves the path unbuilt
+            // (a `Path::join` per point select otherwise).
+            tmpdir: if runs { self.tmpdir() } else { PathBuf::new() },
             interrupt: self.interrupt,
         };
         Pipeline::new(shape, sink)

@@ -53,6 +53,7 @@ mod join;
 mod keycodec;
 mod lone_write;
 mod maintenance;
+mod name_pair;
 mod order;
 mod output;
 mod parallel;

@@ -28,6 +28,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 /// Receives a result set: its columns once, then its rows in order.
 pub trait ResultSink {
     fn columns(&mut self, columns: &[ColumnMeta]) -> Result<()>;
+    /// [`ResultSink::columns`] for a caller that no longer needs them: a
+    /// sink that keeps the columns takes them without a copy (five strings
+    /// per column, per statement).
+    fn take_columns(&mut self, columns: Vec<ColumnMeta>) -> Result<()> {
+        self.columns(&columns)
+    }
     fn row(&mut self, row: Vec<Datum>) -> Result<()>;
     /// Whether rows must fit the column types given before them (a sink
     /// that holds every row instead gets them as made, and conforms).
@@ -53,6 +59,10 @@ impl Collect {
 }
 
 impl ResultSink for Collect {
+    fn take_columns(&mut self, columns: Vec<ColumnMeta>) -> Result<()> {
+        self.columns = columns;
+        Ok(())
+    }
     fn columns(&mut self, columns: &[ColumnMeta]) -> Result<()> {
         self.columns = columns.to_vec();
         Ok(())
@@ -108,8 +118,14 @@ impl<'a, 's> Pipeline<'a, 's> {
             .limit
             .filter(|_| !shape.distinct)
             .map(|l| l.saturating_add(shape.offset));
-        if direct {
-            sink.columns(&shape.columns)?;
+        let mut columns = shape.columns;
+        if direct && streaming {
+            sink.columns(&columns)?;
+        } else if direct {
+            // A direct pipeline has no sorter (`finish`) and checks rows
+            // against the columns only for a streaming sink (`push`): the
+            // sink can have them.
+            sink.take_columns(std::mem::take(&mut columns))?;
         }
         let sorter = (!direct).then(|| {
             Sorter::new(
@@ -120,9 +136,9 @@ impl<'a, 's> Pipeline<'a, 's> {
             )
         });
         Ok(Pipeline {
-            stats: (streaming && !direct).then(|| ConformStats::new(&shape.columns)),
+            stats: (streaming && !direct).then(|| ConformStats::new(&columns)),
             sink,
-            columns: shape.columns,
+            columns,
             interrupt: shape.interrupt,
             sorter,
             sorting,

@@ -74,18 +74,18 @@ pub fn decode_execute(
     } else {
         None
     };
-    let types = new_types
-        .as_deref()
-        .or(bound)
-        .ok_or(ProtocolError::Malformed(
+    let Some(types) = new_types.as_deref().or(bound) else {
+        return Err(ProtocolError::Malformed(
             "parameters sent before their types",
-        ))?;
+        ));
+    };
     let mut params = Vec::with_capacity(num_params);
     for i in 0..num_params {
         let is_null = bitmap.get(i / 8).is_some_and(|b| b & (1 << (i % 8)) != 0);
-        let ty = *types
-            .get(i)
-            .ok_or(ProtocolError::Malformed("parameter types"))?;
+        // let-else: `ok_or` built and dropped an error per parameter.
+        let Some(&ty) = types.get(i) else {
+            return Err(ProtocolError::Malformed("parameter types"));
+        };
         let value = if let Some(Some(data)) = long_data.get(i) {
             Value::Bytes(data.clone())
         } else if is_null || ty.code == ColumnType::Null as u8 {

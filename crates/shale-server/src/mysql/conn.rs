@@ -76,10 +76,14 @@ pub(super) struct Conn<T: Session> {
     /// the `run` and `send` stages (`send` ends when the I/O task has
     /// written the reply).
     pub(super) stages: Option<(Instant, Instant)>,
+    /// This connection's process-list entry, updated per command without
+    /// the list's lock (`process.rs`).
+    pub(super) process: Option<crate::process::ProcessSlot>,
 }
 
 impl<T: Session> Conn<T> {
     pub(super) fn new(session: T, id: u32, shared: Arc<Shared>) -> Self {
+        let process = shared.processes.slot(id);
         Conn {
             out: PacketWriter::default(),
             session,
@@ -89,6 +93,16 @@ impl<T: Session> Conn<T> {
             in_transaction: false,
             timing: false,
             stages: None,
+            process,
+        }
+    }
+
+    /// The connection's process-list entry now shows `command` (`info`:
+    /// the statement text).
+    pub(super) fn set_command(&self, command: &'static str, info: Option<&str>) {
+        match &self.process {
+            Some(p) => p.set_command(command, info),
+            None => self.shared.processes.set_command(self.id, command, info),
         }
     }
 
@@ -114,7 +128,10 @@ impl<T: Session> Conn<T> {
                 let db = String::from_utf8_lossy(body);
                 match self.session.set_database(&db) {
                     Ok(()) => {
-                        self.shared.processes.set_db(self.id, Some(&db));
+                        match &self.process {
+                            Some(p) => p.set_db(Some(&db)),
+                            None => self.shared.processes.set_db(self.id, Some(&db)),
+                        }
                         self.send_ok(0, 0, 0)
                     }
                     Err(e) => self.send_err(&e),
@@ -162,9 +179,7 @@ impl<T: Session> Conn<T> {
             },
         };
         self.shared.stats.questions.fetch_add(1, Ordering::Relaxed);
-        self.shared
-            .processes
-            .set_command(self.id, "Query", Some(sql));
+        self.set_command("Query", Some(sql));
         let started = self.clock();
         let replies = self.session.query(sql);
         let ran = self.clock();
@@ -195,7 +210,7 @@ impl<T: Session> Conn<T> {
                     let mut count = Vec::new();
                     super::wire::put_lenenc_int(&mut count, columns.len() as u64);
                     self.out.write_payload(&count);
-                    for c in &columns {
+                    for c in columns.iter() {
                         self.out.write_payload(&column_definition(c));
                     }
                     let st = session_status(&self.session) | more;

@@ -16,6 +16,7 @@ use super::wire::{put_lenenc_int, Reader};
 use super::ProtocolError;
 use crate::backend::{Column, Reply, Session, SqlError};
 use std::collections::HashMap;
+use std::sync::Arc;
 
 /// Statements prepared on one connection.
 #[derive(Default)]
@@ -28,6 +29,27 @@ struct Stmt {
     params: usize,
     types: Option<Vec<ParamType>>,
     long_data: Vec<Option<Vec<u8>>>,
+    /// The result columns of the last execution with their encoded
+    /// definitions and types: the session hands out the same shared
+    /// columns each time (`sql_backend.rs`), so while the pointer is the
+    /// same they are not encoded again.
+    defs: Option<Defs>,
+}
+
+struct Defs {
+    columns: Arc<[Column]>,
+    encoded: Vec<Vec<u8>>,
+    types: Vec<ColumnType>,
+}
+
+impl Defs {
+    fn new(columns: Arc<[Column]>) -> Defs {
+        Defs {
+            encoded: columns.iter().map(column_definition).collect(),
+            types: columns.iter().map(|c| c.col_type).collect(),
+            columns,
+        }
+    }
 }
 
 /// Statements per connection; more is refused (ER_MAX_PREPARED_STMT_COUNT
@@ -98,6 +120,7 @@ impl<T: Session> Conn<T> {
                 params,
                 types: None,
                 long_data: vec![None; params],
+                defs: None,
             },
         );
         Ok(())
@@ -120,7 +143,7 @@ impl<T: Session> Conn<T> {
         stats
             .com_stmt_execute
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        self.shared.processes.set_command(self.id, "Execute", None);
+        self.set_command("Execute", None);
         let started = self.clock();
         let reply = self.session.execute(id, &exec.params);
         let ran = self.clock();
@@ -143,16 +166,23 @@ impl<T: Session> Conn<T> {
                 let mut count = Vec::new();
                 put_lenenc_int(&mut count, columns.len() as u64); // usize -> u64: lossless
                 self.out.write_payload(&count);
-                for c in &columns {
-                    self.out.write_payload(&column_definition(c));
+                let kept = self.stmts.by_id.get_mut(&id).and_then(|s| s.defs.take());
+                let defs = match kept {
+                    Some(d) if Arc::ptr_eq(&d.columns, &columns) => d,
+                    _ => Defs::new(columns),
+                };
+                for d in &defs.encoded {
+                    self.out.write_payload(d);
                 }
                 self.out.write_payload(&eof_packet(0, st));
-                let types: Vec<ColumnType> = columns.iter().map(|c| c.col_type).collect();
                 for row in &rows {
                     self.out
-                        .write_payload_with(|buf| binary_row_into(buf, &types, row))?;
+                        .write_payload_with(|buf| binary_row_into(buf, &defs.types, row))?;
                 }
                 self.out.write_payload(&eof_packet(0, st));
+                if let Some(s) = self.stmts.by_id.get_mut(&id) {
+                    s.defs = Some(defs);
+                }
             }
         }
         self.record_run(started, ran);

@@ -114,7 +114,7 @@ async fn command_loop<T: Session + 'static>(
 ) -> (Option<Box<Conn<T>>>, Result<(), ProtocolError>) {
     loop {
         count_bytes(io, shared);
-        shared.processes.set_command(conn.id, "Sleep", None);
+        conn.set_command("Sleep", None);
         io.reset_seq();
         let timing = shared.stats.perf_hist.load(Ordering::Relaxed);
         io.timing = timing;

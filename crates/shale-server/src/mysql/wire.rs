@@ -35,16 +35,16 @@ impl<'a> Reader<'a> {
 
     /// The next `n` bytes.
     pub fn bytes(&mut self, n: usize, what: &'static str) -> Result<&'a [u8], ProtocolError> {
-        let end = self
+        // let-else, not `ok_or`: every field of every packet is read here,
+        // and `ok_or` built (and dropped) an error value each time.
+        let Some(out) = self
             .pos
             .checked_add(n)
-            .filter(|&e| e <= self.buf.len())
-            .ok_or(ProtocolError::Malformed(what))?;
-        let out = self
-            .buf
-            .get(self.pos..end)
-            .ok_or(ProtocolError::Malformed(what))?;
-        self.pos = end;
+            .and_then(|end| self.buf.get(self.pos..end))
+        else {
+            return Err(ProtocolError::Malformed(what));
+        };
+        self.pos += out.len();
         Ok(out)
     }
 
