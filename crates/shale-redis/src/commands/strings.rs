@@ -238,25 +238,7 @@ fn set(tx: &mut Tx, db: u8, a: &[Vec<u8>], cmd: &'static str) -> CmdResult {
     let now = tx.now();
     let expire_at = match expire {
         None => 0,
-        Some((raw, ms, absolute)) => {
-            let n = parse_i64(raw)?;
-            if n <= 0 {
-                return Err(CmdError::InvalidExpire(cmd));
-            }
-            let n = n as u64;
-            let ms_val = if ms { Some(n) } else { n.checked_mul(1000) };
-            let at = ms_val.and_then(|v| {
-                if absolute {
-                    Some(v)
-                } else {
-                    v.checked_add(now)
-                }
-            });
-            match at {
-                Some(at) if at <= i64::MAX as u64 => at,
-                _ => return Err(CmdError::InvalidExpire(cmd)),
-            }
-        }
+        Some((raw, ms, absolute)) => expiry_ms(raw, ms, absolute, now, cmd)?,
     };
     tx.lock(db, [key]);
     let old = tx.get_meta(db, key)?;
@@ -383,26 +365,7 @@ fn getex(tx: &mut Tx, db: u8, a: &[Vec<u8>]) -> CmdResult {
     let now = tx.now();
     let at = match expire {
         None => None,
-        Some((raw, ms, absolute)) => {
-            let n = parse_i64(raw)?;
-            let invalid = || CmdError::InvalidExpire("getex");
-            if n <= 0 {
-                return Err(invalid());
-            }
-            let n = u64::try_from(n).map_err(|_| invalid())?;
-            let ms_val = if ms { Some(n) } else { n.checked_mul(1000) };
-            let at = ms_val.and_then(|v| {
-                if absolute {
-                    Some(v)
-                } else {
-                    v.checked_add(now)
-                }
-            });
-            match at {
-                Some(at) if i64::try_from(at).is_ok() => Some(at),
-                _ => return Err(invalid()),
-            }
-        }
+        Some((raw, ms, absolute)) => Some(expiry_ms(raw, ms, absolute, now, "getex")?),
     };
     let reply = Reply::bulk(m.value.clone());
     match at {
@@ -419,4 +382,31 @@ fn getex(tx: &mut Tx, db: u8, a: &[Vec<u8>]) -> CmdResult {
         None => {}
     }
     Ok(reply)
+}
+
+/// An EX / PX / EXAT / PXAT amount as the absolute expiry in unix ms, with
+/// Redis's checks: a positive integer whose time fits an i64, else
+/// `invalid expire time in '<cmd>' command` (SET and GETEX share it).
+fn expiry_ms(
+    raw: &[u8],
+    ms: bool,
+    absolute: bool,
+    now: u64,
+    cmd: &'static str,
+) -> Result<u64, CmdError> {
+    let invalid = || CmdError::InvalidExpire(cmd);
+    let n = u64::try_from(parse_i64(raw)?)
+        .ok()
+        .filter(|n| *n > 0)
+        .ok_or_else(invalid)?;
+    let ms_val = if ms { Some(n) } else { n.checked_mul(1000) };
+    let at = ms_val.and_then(|v| {
+        if absolute {
+            Some(v)
+        } else {
+            v.checked_add(now)
+        }
+    });
+    at.filter(|at| i64::try_from(*at).is_ok())
+        .ok_or_else(invalid)
 }
