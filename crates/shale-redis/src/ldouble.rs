@@ -5,7 +5,7 @@
 //! `5000.1` where Redis prints `5000.10000000000000009`, so the value is
 //! kept as (sign, 64-bit significand, binary exponent) and every step is
 //! rounded to nearest-even from the exact result, which small unsigned
-//! big integers ([`Big`]) compute.
+//! big integers (`Big`) compute.
 
 use std::cmp::Ordering;
 

@@ -9,6 +9,7 @@
 pub mod acl;
 pub mod clients;
 pub mod commands;
+pub mod dbmap;
 mod device_reads;
 pub mod durability;
 pub mod expire;
@@ -26,6 +27,7 @@ pub mod store;
 pub mod tls;
 pub mod tracking;
 pub mod tx;
+pub mod watches;
 
 /// Engine options for a Redis data set: values of 64 KiB or more go to
 /// value files (key-value separation), so strings and hash fields up to

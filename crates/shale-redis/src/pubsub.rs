@@ -273,7 +273,7 @@ impl Sink {
 
     /// Sends an out-of-band message (a tracking invalidation) from another
     /// connection's thread: appended after what is pending, never waiting
-    /// for the socket (see [`Sink::deliver`]).
+    /// for the socket (see `Sink::deliver`).
     pub fn push_out(&self, r: &Reply) {
         self.deliver(|g| {
             let resp3 = g.resp3;
@@ -448,7 +448,7 @@ impl PubSub {
         delivered
     }
 
-    /// PUBSUB CHANNELS [pattern]: channels with at least one subscriber.
+    /// PUBSUB CHANNELS \[pattern\]: channels with at least one subscriber.
     pub fn channels(&self, pattern: Option<&[u8]>) -> Vec<Vec<u8>> {
         let r = self.reg.lock();
         let mut out: Vec<Vec<u8>> = r

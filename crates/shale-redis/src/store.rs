@@ -4,7 +4,7 @@
 use crate::durability::Appendfsync;
 use parking_lot::{Mutex, MutexGuard};
 use shaledb::{CfId, Db, WriteOptions};
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::sync::atomic::AtomicBool;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
@@ -19,6 +19,8 @@ pub const CF_NAME: &str = "redis";
 pub const EXPIRY_INDEXED_KEY: &[u8] = b"X";
 /// Expiry index entries written per batch by that migration.
 const MIGRATE_BATCH: usize = 1000;
+pub use crate::watches::DbKey;
+
 /// The record the `everysec` fsync writes (its value: the time, ms BE).
 pub const FSYNC_KEY: &[u8] = b"F";
 /// Logical databases (SELECT 0..16).
@@ -47,6 +49,10 @@ pub enum StoreError {
     Engine(#[from] shaledb::Error),
     #[error("corrupt metadata record: {0}")]
     Corrupt(&'static str),
+    /// SWAPDB in a transaction holding the database map shared (a bug of
+    /// the caller: see `Tx::new_swapping`).
+    #[error("SWAPDB needs a transaction holding the database map exclusively")]
+    MapNotExclusive,
 }
 
 pub type Result<T> = std::result::Result<T, StoreError>;
@@ -242,7 +248,7 @@ pub struct Store {
     /// Key-striped write locks (see [`Store::lock_stripes`]).
     stripes: Vec<Mutex<()>>,
     last_version: AtomicU64,
-    watches: Watches,
+    watches: crate::watches::Watches,
     /// Keys deleted by the active expiry cycle (INFO `expired_keys`).
     pub expired_keys: AtomicU64,
     /// The `appendfsync` policy ([`Appendfsync::code`]); CONFIG SET changes it.
@@ -253,6 +259,9 @@ pub struct Store {
     tracking: crate::tracking::Tracking,
     /// The handle the stale-sub-record filter reads through (emptied on drop).
     reclaim: crate::reclaim::DbSlot,
+    /// Logical -> physical databases (SWAPDB). Every `Tx` holds it read
+    /// for its whole life; SWAPDB's `Tx` holds it written.
+    db_map: parking_lot::RwLock<crate::dbmap::DbMap>,
 }
 
 impl Store {
@@ -264,6 +273,10 @@ impl Store {
             Err(e) => return Err(e.into()),
         };
         migrate_expiry_index(&db, cf)?;
+        let db_map = match db.get_opt(&Default::default(), cf, crate::dbmap::DB_MAP_KEY)? {
+            Some(v) => crate::dbmap::DbMap::decode(&v)?,
+            None => crate::dbmap::DbMap::identity(),
+        };
         let reclaim: crate::reclaim::DbSlot = Arc::new(parking_lot::RwLock::new(Some(db.clone())));
         db.set_compaction_filter(
             cf,
@@ -277,12 +290,13 @@ impl Store {
             cf,
             stripes: (0..STRIPES).map(|_| Mutex::new(())).collect(),
             last_version: AtomicU64::new(0),
-            watches: Watches::default(),
+            watches: crate::watches::Watches::default(),
             expired_keys: AtomicU64::new(0),
             appendfsync: AtomicU8::new(Appendfsync::default().code()),
             unsynced: AtomicBool::new(false),
             tracking: crate::tracking::Tracking::default(),
             reclaim,
+            db_map: parking_lot::RwLock::new(db_map),
         })
     }
 
@@ -413,8 +427,13 @@ impl Store {
     }
 
     /// The WATCH registry (see `commands/multi.rs`).
-    pub fn watches(&self) -> &Watches {
+    pub fn watches(&self) -> &crate::watches::Watches {
         &self.watches
+    }
+
+    /// The logical -> physical database map (see `crate::dbmap`).
+    pub(crate) fn db_map(&self) -> &parking_lot::RwLock<crate::dbmap::DbMap> {
+        &self.db_map
     }
 }
 
@@ -462,88 +481,6 @@ fn migrate_expiry_index(db: &Db, cf: CfId) -> Result<()> {
     };
     db.write(&wo, batch)?;
     Ok(())
-}
-
-/// Who WATCHes which key: `(db, key)` -> the dirty flags of the watching
-/// connections. A committed write to a key sets its watchers' flags (under
-/// the key's lock, before the lock is released), so EXEC, which checks its
-/// flag under every lock, sees every write that happened since WATCH.
-/// A watching connection: its id, its dirty flag, and whether the key was
-/// already expired (but not yet deleted) when it was watched.
-type Watcher = (u64, Arc<AtomicBool>, bool);
-/// A key of one logical database.
-pub type DbKey = (u8, Vec<u8>);
-
-#[derive(Default)]
-pub struct Watches {
-    /// Number of watched (db, key, client) entries: writes skip the map when 0.
-    count: AtomicU64,
-    map: Mutex<HashMap<DbKey, Vec<Watcher>>>,
-}
-
-impl Watches {
-    pub fn watch(&self, db: u8, key: &[u8], client: u64, flag: &Arc<AtomicBool>) {
-        let mut m = self.map.lock();
-        let list = m.entry((db, key.to_vec())).or_default();
-        if !list.iter().any(|(c, _, _)| *c == client) {
-            list.push((client, flag.clone(), false));
-            self.count.fetch_add(1, Ordering::SeqCst);
-        }
-    }
-
-    /// Removes `client` from the watchers of `keys`.
-    pub fn unwatch(&self, client: u64, keys: &[DbKey]) {
-        let mut m = self.map.lock();
-        for k in keys {
-            if let Some(list) = m.get_mut(k) {
-                let before = list.len();
-                list.retain(|(c, _, _)| *c != client);
-                let gone = (before - list.len()) as u64;
-                self.count.fetch_sub(gone, Ordering::SeqCst);
-                if list.is_empty() {
-                    m.remove(k);
-                }
-            }
-        }
-    }
-
-    pub fn any(&self) -> bool {
-        self.count.load(Ordering::SeqCst) > 0
-    }
-
-    /// Records that `client` watched `(db, key)` while it was expired.
-    pub fn mark_expired(&self, db: u8, key: &[u8], client: u64) {
-        if let Some(list) = self.map.lock().get_mut(&(db, key.to_vec())) {
-            for (c, _, expired) in list.iter_mut() {
-                if *c == client {
-                    *expired = true;
-                }
-            }
-        }
-    }
-
-    /// Marks the watchers of `(db, key)` dirty. `expiry`: the active expiry
-    /// cycle deleted the key, which does not change it for a client that
-    /// watched it already expired (Redis 7.0's `touchWatchedKey`).
-    pub fn touch(&self, db: u8, key: &[u8], expiry: bool) {
-        if let Some(list) = self.map.lock().get(&(db, key.to_vec())) {
-            for (_, f, expired) in list {
-                if !(expiry && *expired) {
-                    f.store(true, Ordering::SeqCst);
-                }
-            }
-        }
-    }
-
-    /// The watched keys of `db` (FLUSHDB touches those that exist).
-    pub fn keys_of_db(&self, db: u8) -> Vec<Vec<u8>> {
-        self.map
-            .lock()
-            .keys()
-            .filter(|(d, _)| *d == db)
-            .map(|(_, k)| k.clone())
-            .collect()
-    }
 }
 
 impl Drop for Store {

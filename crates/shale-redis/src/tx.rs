@@ -13,6 +13,7 @@ use std::ops::Bound;
 
 mod prefetch;
 mod reply_cache;
+mod swap;
 pub use prefetch::WINDOW as PREFETCH_WINDOW;
 
 pub struct Tx<'a> {
@@ -60,6 +61,11 @@ pub struct Tx<'a> {
     /// Buffered changes so far, undone ones included (a cached reply is
     /// stale once it moves).
     write_gen: u64,
+    /// The logical -> physical database map, held for the transaction's
+    /// whole life (`swap`).
+    map: swap::MapLock<'a>,
+    /// What this transaction's SWAPDBs change, applied at commit.
+    swap: Option<Box<swap::PendingSwap>>,
 }
 
 /// One buffered change's inverse.
@@ -73,6 +79,10 @@ enum Undo {
 impl<'a> Tx<'a> {
     /// A transaction reading the latest state.
     pub fn new(st: &'a Store) -> Tx<'a> {
+        Tx::with_map(st, swap::MapLock::Shared(st.db_map().read()))
+    }
+
+    fn with_map(st: &'a Store, map: swap::MapLock<'a>) -> Tx<'a> {
         Tx {
             st,
             ro: ReadOptions::default(),
@@ -91,6 +101,8 @@ impl<'a> Tx<'a> {
             repeats: None,
             reply_cache: std::cell::RefCell::default(),
             write_gen: 0,
+            map,
+            swap: None,
         }
     }
 
@@ -129,6 +141,18 @@ impl<'a> Tx<'a> {
     /// A transaction holding every key lock (EXEC, FLUSHDB).
     pub fn new_exclusive(st: &'a Store) -> Tx<'a> {
         let mut t = Tx::new(st);
+        t.locks.push(st.lock_all());
+        t.all_locked = true;
+        t
+    }
+
+    /// A transaction that may run SWAPDB ([`Tx::swap_dbs`]): it holds the
+    /// database map exclusively, so it waits for every other transaction
+    /// to end and none starts until it ends, and then every key lock.
+    /// The map lock comes first: a transaction holding the map shared may
+    /// wait for a key lock, never the other way round.
+    pub fn new_swapping(st: &'a Store) -> Tx<'a> {
+        let mut t = Tx::with_map(st, swap::MapLock::Exclusive(st.db_map().write()));
         t.locks.push(st.lock_all());
         t.all_locked = true;
         t
@@ -184,14 +208,20 @@ impl<'a> Tx<'a> {
         }
     }
 
-    /// The user keys whose metadata this transaction writes (not deletes):
-    /// the keys a blocked client may now pop from.
+    /// The user keys (logical databases) whose metadata this transaction
+    /// writes (not deletes), and those a SWAPDB may have filled: the keys
+    /// a blocked client may now pop from.
     pub fn written_keys(&self) -> Vec<DbKey> {
-        self.writes
+        let mut keys: Vec<DbKey> = self
+            .writes
             .iter()
             .filter(|(k, v)| v.is_some() && k.first() == Some(&b'M'))
-            .filter_map(|(k, _)| owner_of(k).map(|(db, key)| (db, key.to_vec())))
-            .collect()
+            .filter_map(|(k, _)| owner_of(k).map(|(db, key)| (self.logical(db), key.to_vec())))
+            .collect();
+        if let Some(p) = &self.swap {
+            keys.extend(p.ready.iter().cloned());
+        }
+        keys
     }
 
     /// Takes every key lock (FLUSHDB); a no-op when held already.
@@ -510,33 +540,16 @@ impl<'a> Tx<'a> {
     /// the watchers of the written keys dirty, still under the locks; under
     /// `appendfsync always` it then releases the locks and waits for the
     /// batch's fsync.
-    pub fn commit(self) -> Result<()> {
-        if self.writes.is_empty() && self.ranges.is_empty() {
+    pub fn commit(mut self) -> Result<()> {
+        if self.writes.is_empty() && self.ranges.is_empty() && self.swap.is_none() {
             return Ok(());
         }
         let w = self.st.watches();
-        // FLUSHDB touches the watched keys of the db that existed before it
-        // (Redis's touchAllWatchedKeysInDb), read before the batch lands.
-        let mut flushed = Vec::new();
-        if w.any() {
-            for (begin, _) in &self.ranges {
-                if let (Some(&b'M'), Some(&db)) = (begin.first(), begin.get(1)) {
-                    for key in w.keys_of_db(db) {
-                        let live = match self.st.engine().get_opt(
-                            &ReadOptions::default(),
-                            self.st.cf(),
-                            &meta_key(db, &key),
-                        )? {
-                            Some(raw) => !Meta::decode(&raw)?.expired(self.now),
-                            None => false,
-                        };
-                        if live {
-                            flushed.push((db, key));
-                        }
-                    }
-                }
-            }
-        }
+        // FLUSHDB judges the watched keys of the db by what existed before
+        // it (Redis's touchAllWatchedKeysInDb), read before the batch lands.
+        let from = self.swap.as_ref().map_or(0, |p| p.ranges_judged);
+        let map = *self.map_now();
+        let mut flushed = self.flush_judged(from, &map)?;
         let cf = self.st.cf();
         let mut b = WriteBatch::new();
         for (begin, end) in &self.ranges {
@@ -547,6 +560,9 @@ impl<'a> Tx<'a> {
                 Some(v) => b.put_cf(cf, k, v),
                 None => b.delete_cf(cf, k),
             }
+        }
+        if let Some(p) = &self.swap {
+            b.put_cf(cf, crate::dbmap::DB_MAP_KEY, &p.map.encode());
         }
         let wo = self.st.write_options();
         // Under `always` the batch goes in unsynced (logged, visible) and
@@ -561,17 +577,25 @@ impl<'a> Tx<'a> {
             None
         };
         self.st.committed(&wo);
+        self.install_map();
         self.invalidate_tracked();
         if w.any() {
-            for (db, key) in &flushed {
-                w.touch(*db, key, false);
+            if let Some(p) = &mut self.swap {
+                flushed.append(&mut p.flushed);
+                flushed.append(&mut p.judged);
+                for (db, key) in &p.written_before {
+                    w.touch(*db, key, false);
+                }
+            }
+            for (db, keys) in &flushed {
+                w.touch_all_in_db(*db, keys);
             }
             let mut last: Option<(u8, &[u8])> = None;
             for k in self.writes.keys() {
                 let owner = owner_of(k);
                 if owner.is_some() && owner != last {
                     if let Some((db, key)) = owner {
-                        w.touch(db, key, self.expiry_sweep);
+                        w.touch(map.logical(db), key, self.expiry_sweep);
                     }
                     last = owner;
                 }
@@ -608,7 +632,8 @@ impl Tx<'_> {
         if !t.any() {
             return;
         }
-        if !self.ranges.is_empty() {
+        // SWAPDB changes what every key of two databases reads as.
+        if !self.ranges.is_empty() || self.swap.is_some() {
             t.flush(self.client);
         }
         let mut keys: Vec<Vec<u8>> = Vec::new();

@@ -241,6 +241,10 @@ fn check(c: &mut Raw, model: &BTreeMap<String, Val>) {
     assert_eq!(c.call(&["DBSIZE"]), format!(":{}\r\n", model.len()));
 }
 
+/// Random writes in two databases, SWAPDBs and SELECTs, FLUSHDBs,
+/// rewrites and reopens against a model of both databases: SWAPDB moves no
+/// record, so after every rewrite the record count is still the live
+/// element count of the two.
 #[test]
 fn random_writes_compactions_and_reopens_match_a_model() {
     let mut rng = rand::rngs::StdRng::seed_from_u64(14);
@@ -248,10 +252,12 @@ fn random_writes_compactions_and_reopens_match_a_model() {
     let mut db = open(&fs);
     let mut run = start(db.clone());
     let mut c = Raw::connect(run.port);
-    let mut model: BTreeMap<String, Val> = BTreeMap::new();
-    for step in 0..600 {
+    let mut models: [BTreeMap<String, Val>; 2] = [BTreeMap::new(), BTreeMap::new()];
+    let mut cur = 0;
+    for step in 0..800 {
         let k = format!("k{}", rng.gen_range(0..6));
         let m = format!("m{}", rng.gen_range(0..20));
+        let model = &mut models[cur];
         match rng.gen_range(0..100) {
             0..=19 => {
                 let x = rng.gen_range(0..100).to_string();
@@ -287,7 +293,7 @@ fn random_writes_compactions_and_reopens_match_a_model() {
                     None => drop(model.insert(k, Val::List(vec![m]))),
                 }
             }
-            65..=74 => {
+            65..=72 => {
                 // Removals delete sub-records themselves (not stale).
                 let r = c.call(&["SREM", &k, &m]);
                 match model.get_mut(&k) {
@@ -301,21 +307,29 @@ fn random_writes_compactions_and_reopens_match_a_model() {
                     None => {}
                 }
             }
-            75..=84 => {
+            73..=80 => {
                 c.call(&["DEL", &k]);
                 model.remove(&k);
             }
-            85..=91 => {
+            81..=86 => {
                 assert_eq!(c.call(&["SET", &k, "v"]), "+OK\r\n");
                 model.insert(k, Val::Str);
             }
-            92..=93 => {
+            87 => {
                 assert_eq!(c.call(&["FLUSHDB"]), "+OK\r\n");
                 model.clear();
             }
+            88..=90 => {
+                assert_eq!(c.call(&["SWAPDB", "0", "1"]), "+OK\r\n");
+                models.swap(0, 1);
+            }
+            91..=93 => {
+                cur = 1 - cur;
+                assert_eq!(c.call(&["SELECT", &cur.to_string()]), "+OK\r\n");
+            }
             94..=97 => {
                 rewrite(&db);
-                let want = model.values().fold((0, 0), |a, v| {
+                let want = models.iter().flat_map(|m| m.values()).fold((0, 0), |a, v| {
                     let r = v.records();
                     (a.0 + r.0, a.1 + r.1)
                 });
@@ -328,14 +342,24 @@ fn random_writes_compactions_and_reopens_match_a_model() {
                 db = open(&fs);
                 run = start(db.clone());
                 c = Raw::connect(run.port);
+                assert_eq!(c.call(&["SELECT", &cur.to_string()]), "+OK\r\n");
             }
         }
         if step % 50 == 0 {
-            check(&mut c, &model);
+            check_both(&mut c, &models, cur);
         }
     }
     rewrite(&db);
-    check(&mut c, &model);
+    check_both(&mut c, &models, cur);
     drop(c);
     run.stop();
+}
+
+/// [`check`] of databases 0 and 1; the connection ends on `cur`.
+fn check_both(c: &mut Raw, models: &[BTreeMap<String, Val>; 2], cur: usize) {
+    for (i, model) in models.iter().enumerate() {
+        assert_eq!(c.call(&["SELECT", &i.to_string()]), "+OK\r\n");
+        check(c, model);
+    }
+    assert_eq!(c.call(&["SELECT", &cur.to_string()]), "+OK\r\n");
 }

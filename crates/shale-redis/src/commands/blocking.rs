@@ -106,6 +106,20 @@ impl Blocking {
         self.count.fetch_sub(1, Ordering::SeqCst);
     }
 
+    /// The keys clients are blocked on in logical databases `a` and `b`
+    /// (SWAPDB: they may have data now).
+    pub fn keys_in_dbs(&self, a: u8, b: u8) -> Vec<DbKey> {
+        if !self.any() {
+            return Vec::new();
+        }
+        self.queues
+            .lock()
+            .keys()
+            .filter(|(db, _)| *db == a || *db == b)
+            .cloned()
+            .collect()
+    }
+
     /// The keys written by `tx` that have waiters (call before commit).
     pub fn ready_keys(&self, tx: &Tx) -> Vec<DbKey> {
         if !self.any() {
@@ -169,7 +183,8 @@ enum Served {
 /// Runs waiter `w`'s pop on `key` in its own transaction.
 fn serve_one(shared: &Shared, w: &Waiter, key: &[u8]) -> Served {
     let mut tx = Tx::new(&shared.store);
-    let db = w.db;
+    // Waiters are queued by logical database (they stay on it across SWAPDB).
+    let db = tx.phys(w.db);
     let reply = match &w.op {
         Op::Pop { left } => {
             let name = if *left { "lpop" } else { "rpop" };
@@ -356,7 +371,8 @@ pub fn run(shared: &Shared, conn: &mut Conn, name: &str, a: &[Vec<u8>]) -> Reply
         Ok(t) => t,
         Err(e) => return Reply::Error(e.to_string()),
     };
-    let r = match try_now(shared, &mut tx, db, &p) {
+    let physical = tx.phys(db);
+    let r = match try_now(shared, &mut tx, physical, &p) {
         Ok(r) => r,
         Err(e) => return Reply::Error(e.to_string()),
     };

@@ -423,7 +423,7 @@ fn keyspace(tx: &mut Tx) -> Result<Fields, super::CmdError> {
     let mut f = Vec::new();
     for db in 0..DATABASES {
         let (mut keys, mut expires) = (0u64, 0u64);
-        tx.scan_keys(db, None, |_, m| {
+        tx.scan_keys(tx.phys(db), None, |_, m| {
             keys += 1;
             expires += u64::from(m.expire_at != 0);
             true

@@ -147,9 +147,10 @@ pub struct Conn {
     multi: Option<Vec<Vec<Vec<u8>>>>,
     /// A request was refused while queueing: EXEC answers EXECABORT.
     multi_failed: bool,
-    /// WATCHed keys: (db, key, was expired-but-present at WATCH).
-    watched: Vec<(u8, Vec<u8>, bool)>,
-    /// Set by a write to a watched key (see `store::Watches`).
+    /// WATCHed keys: (logical db, key); whether each was expired at WATCH
+    /// is kept in `watches::Watches`.
+    watched: Vec<crate::store::DbKey>,
+    /// Set by a write to a watched key (see `watches::Watches`).
     dirty: Arc<AtomicBool>,
     /// Replies in RESP3 (after HELLO 3).
     pub resp3: bool,
@@ -308,7 +309,7 @@ fn arity(name: &str) -> Option<i32> {
         "expiretime" | "pexpiretime" => 2,
         "randomkey" | "time" | "lastsave" => 1,
         "shutdown" => -1,
-        "move" => 3,
+        "move" | "swapdb" => 3,
         "hset" => -4,
         "hincrby" | "hincrbyfloat" => 4,
         "dbsize" | "multi" | "exec" | "discard" | "unwatch" | "reset" => 1,
@@ -501,7 +502,11 @@ fn dispatch_inner(shared: &Shared, conn: &mut Conn, args: &[Vec<u8>], name: Stri
     if is_blocking(&name) {
         return blocking::run(shared, conn, &name, rest);
     }
-    let mut tx = Tx::new(&shared.store);
+    let mut tx = if name == "swapdb" {
+        Tx::new_swapping(&shared.store)
+    } else {
+        Tx::new(&shared.store)
+    };
     tx.set_client(conn.id);
     let reply = match run(shared, conn, &mut tx, &name, rest) {
         Ok(r) => commit(shared, tx, r),
@@ -617,7 +622,8 @@ pub fn meta_or_new(tx: &Tx, db: u8, key: &[u8], ty: Type) -> Result<Meta, CmdErr
 
 /// Runs one command inside `tx` (the caller commits it).
 fn run(shared: &Shared, conn: &mut Conn, tx: &mut Tx, name: &str, a: &[Vec<u8>]) -> CmdResult {
-    let db = conn.db;
+    // Commands work on the physical database: the `db` byte of record keys.
+    let db = tx.phys(conn.db);
     match name {
         "ping" => match a {
             [] => Ok(Reply::Simple("PONG".into())),
@@ -641,6 +647,7 @@ fn run(shared: &Shared, conn: &mut Conn, tx: &mut Tx, name: &str, a: &[Vec<u8>])
             conn.db = i as u8;
             Ok(Reply::ok())
         }
+        "swapdb" => swapdb(shared, tx, a),
         "command" => command::command(a),
         "publish" => Ok(Reply::Int(shared.pubsub.publish(arg(a, 0), arg(a, 1)))),
         "pubsub" => pubsub(shared, a),
@@ -683,6 +690,29 @@ fn run(shared: &Shared, conn: &mut Conn, tx: &mut Tx, name: &str, a: &[Vec<u8>])
         n if n.starts_with('z') => zsets::run(shared, tx, db, name, a),
         _ => keys::run(shared, tx, db, name, a),
     }
+}
+
+/// SWAPDB index1 index2: the two logical databases exchange their data in
+/// O(1): only the database map changes (`crate::dbmap`). WATCHes and
+/// blocked clients stay on their database number, as in Redis: the
+/// watchers of keys either database holds are dirtied, and clients blocked
+/// in either are served if their key has data now. Runs in a transaction
+/// from `Tx::new_swapping` (every other command waits meanwhile).
+fn swapdb(shared: &Shared, tx: &mut Tx, a: &[Vec<u8>]) -> CmdResult {
+    // Redis's getIntFromObjectOrReply: an integer that fits a C int.
+    let index = |i: usize, which: &str| {
+        parse_int_strict(arg(a, i))
+            .filter(|n| i32::try_from(*n).is_ok())
+            .ok_or_else(|| CmdError::Other(format!("invalid {which} DB index")))
+    };
+    let (first, second) = (index(0, "first")?, index(1, "second")?);
+    let db = |n: i64| u8::try_from(n).ok().filter(|d| *d < DATABASES);
+    let (Some(first), Some(second)) = (db(first), db(second)) else {
+        return Err(CmdError::Other("DB index is out of range".into()));
+    };
+    let ready = shared.blocking.keys_in_dbs(first, second);
+    tx.swap_dbs(first, second, ready)?;
+    Ok(Reply::ok())
 }
 
 /// SHUTDOWN [NOSAVE|SAVE] [NOW] [FORCE] [ABORT]. Every acknowledged write

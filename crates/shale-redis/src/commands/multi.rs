@@ -8,7 +8,7 @@
 //! EXEC reads it after taking every lock, so a write acknowledged before EXEC
 //! started aborts it and one after cannot interleave.
 
-use super::{run, CmdError, Conn, Shared};
+use super::{is_opt, run, CmdError, Conn, Shared};
 use crate::resp::Reply;
 use crate::tx::Tx;
 use std::sync::atomic::Ordering;
@@ -72,22 +72,21 @@ pub fn intercept(shared: &Shared, conn: &mut Conn, name: &str, args: &[Vec<u8>])
 
 fn watch(shared: &Shared, conn: &mut Conn, keys: &[Vec<u8>]) -> Reply {
     let tx = Tx::new(&shared.store);
+    // WATCHes stay on the logical database; the key is read in its physical one.
+    let physical = tx.phys(conn.db);
     for k in keys {
-        if conn.watched.iter().any(|(d, w, _)| *d == conn.db && w == k) {
+        if conn.watched.iter().any(|(d, w)| *d == conn.db && w == k) {
             continue;
         }
-        shared
-            .store
-            .watches()
-            .watch(conn.db, k, conn.id, &conn.dirty);
-        let expired = match tx.expired_present(conn.db, k) {
+        let expired = match tx.expired_present(physical, k) {
             Ok(e) => e,
             Err(e) => return Reply::Error(CmdError::from(e).to_string()),
         };
-        if expired {
-            shared.store.watches().mark_expired(conn.db, k, conn.id);
-        }
-        conn.watched.push((conn.db, k.clone(), expired));
+        shared
+            .store
+            .watches()
+            .watch(conn.db, k, conn.id, &conn.dirty, expired);
+        conn.watched.push((conn.db, k.clone()));
     }
     Reply::ok()
 }
@@ -100,7 +99,7 @@ pub fn unwatch(shared: &Shared, conn: &mut Conn) -> Reply {
 
 pub fn unwatch_all(shared: &Shared, conn: &mut Conn) {
     if !conn.watched.is_empty() {
-        let keys: Vec<(u8, Vec<u8>)> = conn.watched.drain(..).map(|(db, k, _)| (db, k)).collect();
+        let keys: Vec<(u8, Vec<u8>)> = conn.watched.drain(..).collect();
         shared.store.watches().unwatch(conn.id, &keys);
     }
     conn.dirty.store(false, Ordering::SeqCst);
@@ -114,13 +113,24 @@ fn exec(shared: &Shared, conn: &mut Conn) -> Reply {
         unwatch_all(shared, conn);
         return Reply::err("EXECABORT Transaction discarded because of previous errors.");
     }
-    let mut tx = Tx::new_exclusive(&shared.store);
+    // A queued SWAPDB needs the database map exclusively, taken before
+    // any key lock (see `Tx::new_swapping`).
+    let swaps = queue
+        .iter()
+        .any(|a| a.first().is_some_and(|n| is_opt(n, "swapdb")));
+    let mut tx = if swaps {
+        Tx::new_swapping(&shared.store)
+    } else {
+        Tx::new_exclusive(&shared.store)
+    };
     tx.set_client(conn.id);
     // Under every lock: no write can set the flag after this check.
     let mut aborted = conn.dirty.load(Ordering::SeqCst);
-    for (db, k, was_expired) in &conn.watched {
+    let w = shared.store.watches();
+    for (db, k) in &conn.watched {
         // A key that expired since WATCH counts as changed (Redis 7.0).
-        match tx.expired_present(*db, k) {
+        let was_expired = w.was_expired(*db, k, conn.id);
+        match tx.expired_present(tx.phys(*db), k) {
             Ok(now_expired) => aborted |= now_expired && !was_expired,
             Err(e) => return Reply::Error(CmdError::from(e).to_string()),
         }

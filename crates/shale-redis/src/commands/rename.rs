@@ -73,10 +73,11 @@ pub fn run(tx: &mut Tx, db: u8, name: &str, a: &[Vec<u8>]) -> CmdResult {
                     replace = true;
                 } else if is_opt(o, "DB") && a.get(i + 1).is_some() {
                     let n = super::parse_i64(arg(a, i + 1))?;
-                    dst_db = u8::try_from(n)
+                    let logical = u8::try_from(n)
                         .ok()
                         .filter(|d| *d < DATABASES)
                         .ok_or_else(|| CmdError::Other("DB index is out of range".into()))?;
+                    dst_db = tx.phys(logical);
                     i += 1;
                 } else {
                     return Err(CmdError::Syntax);
@@ -102,10 +103,12 @@ pub fn run(tx: &mut Tx, db: u8, name: &str, a: &[Vec<u8>]) -> CmdResult {
         "move" => {
             // Redis's order: the index, its range, same db, then the keys.
             let n = super::parse_i64(dst)?;
-            let dst_db = u8::try_from(n)
+            let logical = u8::try_from(n)
                 .ok()
                 .filter(|d| *d < DATABASES)
                 .ok_or_else(|| CmdError::Other("DB index is out of range".into()))?;
+            // `db` is physical (see `Tx::phys`), so is the destination.
+            let dst_db = tx.phys(logical);
             if dst_db == db {
                 return Err(CmdError::Other(
                     "source and destination objects are the same".into(),
