@@ -13,9 +13,11 @@ fn hash_meta(tx: &Tx, db: u8, key: &[u8]) -> Result<Option<Meta>, CmdError> {
 pub fn run(tx: &mut Tx, db: u8, name: &str, a: &[Vec<u8>]) -> CmdResult {
     let key = arg(a, 0);
     match name {
-        "hset" => {
+        // HMSET: HSET's effect with Redis 2's reply (deprecated, but what
+        // clients such as redis-rs's `hset_multiple` send).
+        "hset" | "hmset" => {
             if a.len().is_multiple_of(2) {
-                return Ok(super::wrong_args("hset"));
+                return Ok(super::wrong_args(name));
             }
             tx.lock(db, [key]);
             let mut m = super::meta_or_new(tx, db, key, Type::Hash)?;
@@ -32,7 +34,11 @@ pub fn run(tx: &mut Tx, db: u8, name: &str, a: &[Vec<u8>]) -> CmdResult {
             }
             m.size += added as u64;
             tx.put_meta(db, key, &m);
-            Ok(Reply::Int(added))
+            Ok(if name == "hmset" {
+                Reply::ok()
+            } else {
+                Reply::Int(added)
+            })
         }
         "hdel" => {
             tx.lock(db, [key]);

@@ -310,7 +310,7 @@ fn arity(name: &str) -> Option<i32> {
         "randomkey" | "time" | "lastsave" => 1,
         "shutdown" => -1,
         "move" | "swapdb" => 3,
-        "hset" => -4,
+        "hset" | "hmset" => -4,
         "hincrby" | "hincrbyfloat" => 4,
         "dbsize" | "multi" | "exec" | "discard" | "unwatch" | "reset" => 1,
         "rename" | "renamenx" => 3,
@@ -328,7 +328,8 @@ fn arity(name: &str) -> Option<i32> {
         "sismember" => 3,
         "spop" | "srandmember" | "sinter" | "sunion" | "sdiff" => -2,
         "smove" => 4,
-        "zadd" | "zrange" | "zrangebyscore" | "zrevrange" | "zrevrangebyscore" => -4,
+        "zadd" | "zrange" | "zrangebyscore" | "zrevrange" | "zrevrangebyscore" | "zrangebylex"
+        | "zrevrangebylex" => -4,
         "zrem" | "zmscore" | "zscan" => -3,
         "zscore" | "zrank" | "zrevrank" => 3,
         "zincrby" | "zcount" | "zremrangebyscore" | "zremrangebyrank" | "zlexcount"
@@ -675,8 +676,8 @@ fn run(shared: &Shared, conn: &mut Conn, tx: &mut Tx, name: &str, a: &[Vec<u8>])
         // No RDB saves: the last "save" is the server's start, as for a
         // Redis that has not saved since it started.
         "lastsave" => Ok(Reply::Int(shared.started_unix)),
-        "hset" | "hget" | "hmget" | "hgetall" | "hdel" | "hlen" | "hexists" | "hincrby"
-        | "hkeys" | "hvals" | "hsetnx" | "hstrlen" | "hincrbyfloat" | "hrandfield" => {
+        "hset" | "hmset" | "hget" | "hmget" | "hgetall" | "hdel" | "hlen" | "hexists"
+        | "hincrby" | "hkeys" | "hvals" | "hsetnx" | "hstrlen" | "hincrbyfloat" | "hrandfield" => {
             hashes::run(tx, db, name, a)
         }
         "unwatch" => Ok(multi::unwatch(shared, conn)),

@@ -242,6 +242,7 @@ pub fn batchable(name: &str) -> bool {
             | "msetnx"
             | "incrbyfloat"
             | "hset"
+            | "hmset"
             | "hget"
             | "hmget"
             | "hgetall"

@@ -343,9 +343,8 @@ pub fn run(shared: &Shared, tx: &mut Tx, db: u8, name: &str, a: &[Vec<u8>]) -> C
             })
         }
         "zcount" | "zlexcount" | "zrange" | "zrangestore" | "zrangebyscore" | "zrevrange"
-        | "zrevrangebyscore" | "zremrangebyscore" | "zremrangebyrank" | "zremrangebylex" => {
-            range::run(tx, db, name, a)
-        }
+        | "zrevrangebyscore" | "zremrangebyscore" | "zremrangebyrank" | "zremrangebylex"
+        | "zrangebylex" | "zrevrangebylex" => range::run(tx, db, name, a),
         "zunionstore" | "zinterstore" | "zdiffstore" | "zunion" | "zinter" | "zdiff" => {
             algebra::run(tx, db, name, a)
         }

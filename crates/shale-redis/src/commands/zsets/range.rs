@@ -1,5 +1,6 @@
 //! Range reads and removals over the score index: ZRANGE (rank, BYSCORE,
 //! BYLEX, REV, LIMIT, WITHSCORES), ZRANGEBYSCORE, ZREVRANGE[BYSCORE],
+//! ZRANGEBYLEX, ZREVRANGEBYLEX,
 //! ZRANGESTORE, ZCOUNT, ZLEXCOUNT, ZREMRANGEBYSCORE / RANK / LEX, with
 //! Redis 7.0's parsing order and error strings.
 
@@ -225,6 +226,8 @@ fn zrange(tx: &mut Tx, db: u8, name: &str, a: &[Vec<u8>]) -> CmdResult {
     let (mut rev, mut by) = match name {
         "zrangebyscore" => (Some(false), Some("score")),
         "zrevrangebyscore" => (Some(true), Some("score")),
+        "zrangebylex" => (Some(false), Some("lex")),
+        "zrevrangebylex" => (Some(true), Some("lex")),
         "zrevrange" => (Some(true), Some("rank")),
         _ => (None, None),
     };
