@@ -50,10 +50,13 @@ fn sum_in(exact: &mut Option<Decimal>, float: &mut Option<f64>, v: &Datum) -> Re
     Ok(())
 }
 
+/// A set of group keys (DISTINCT rows, COUNT/SUM(DISTINCT) arguments).
+pub type KeySet = HashSet<Vec<u8>, foldhash::fast::RandomState>;
+
 /// Groups in first-seen order, each with its first row and states.
 #[derive(Default)]
 pub struct Groups {
-    index: HashMap<Vec<u8>, usize>,
+    index: HashMap<Vec<u8>, usize, foldhash::fast::RandomState>,
     pub groups: Vec<(Vec<Datum>, Vec<AggState>)>,
 }
 
@@ -173,7 +176,7 @@ impl Groups {
 pub enum AggState {
     Count {
         n: i64,
-        distinct: Option<HashSet<Vec<u8>>>,
+        distinct: Option<KeySet>,
         star: bool,
     },
     Sum {
@@ -181,7 +184,7 @@ pub enum AggState {
         float: Option<f64>,
         n: i64,
         avg: bool,
-        distinct: Option<HashSet<Vec<u8>>>,
+        distinct: Option<KeySet>,
     },
     Extreme {
         best: Option<Datum>,
@@ -191,7 +194,7 @@ pub enum AggState {
 
 impl AggState {
     pub fn new(call: &AggCall) -> AggState {
-        let distinct = call.distinct.then(HashSet::new);
+        let distinct = call.distinct.then(KeySet::default);
         match call.func {
             AggFunc::CountStar => AggState::Count {
                 n: 0,

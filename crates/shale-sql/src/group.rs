@@ -56,7 +56,12 @@ impl Executor<'_> {
                     self.for_each_row_values(plan, first, &mut |row| {
                         let before = acc.groups.len();
                         self.with_cx(&[], |cx| {
-                            acc.feed(&plan.group_by, &plan.aggs, row, &|e| e.eval(row, cx))
+                            if plan.group_by.is_empty() {
+                                // One group: no key to build or look up.
+                                acc.feed_ungrouped(&plan.aggs, row, cx)
+                            } else {
+                                acc.feed(&plan.group_by, &plan.aggs, row, &|e| e.eval(row, cx))
+                            }
                         })?;
                         if acc.groups.len() > before {
                             bytes += row_bytes(row) + per_group;

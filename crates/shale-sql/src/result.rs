@@ -22,7 +22,6 @@ use crate::executor::group_key;
 use crate::output::{conform, row_fits, ColumnMeta, ConformStats, Conversions};
 use crate::sort::Sorter;
 use crate::types::Datum;
-use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Receives a result set: its columns once, then its rows in order.
@@ -101,7 +100,7 @@ pub(crate) struct Pipeline<'a, 's> {
     sorter: Option<Sorter>,
     sorting: bool,
     stats: Option<ConformStats>,
-    distinct: Option<HashSet<Vec<u8>>>,
+    distinct: Option<crate::aggregate::KeySet>,
     to_skip: u64,
     left: Option<u64>,
     /// Rows pushed (to stop an unsorted read at OFFSET + LIMIT).
@@ -142,7 +141,7 @@ impl<'a, 's> Pipeline<'a, 's> {
             interrupt: shape.interrupt,
             sorter,
             sorting,
-            distinct: shape.distinct.then(HashSet::new),
+            distinct: shape.distinct.then(crate::aggregate::KeySet::default),
             to_skip: shape.offset,
             left: shape.limit,
             pushed: 0,

@@ -301,11 +301,16 @@ fn encode_value(out: &mut Vec<u8>, t: ColumnType, v: &Value) -> Result<(), Proto
                 out.extend_from_slice(&t.micros.to_le_bytes());
             }
         }
-        _ => {
-            let mut text = Vec::new();
-            v.write_text(&mut text);
-            put_lenenc_bytes(out, &text);
-        }
+        // Strings and decimals go out as they are: no text copy first.
+        _ => match v {
+            Value::Bytes(b) => put_lenenc_bytes(out, b),
+            Value::Decimal(d) => put_lenenc_bytes(out, d.as_bytes()),
+            _ => {
+                let mut text = Vec::new();
+                v.write_text(&mut text);
+                put_lenenc_bytes(out, &text);
+            }
+        },
     }
     Ok(())
 }
