@@ -661,6 +661,12 @@ fn parse_dt_bytes(s: &[u8]) -> Option<DateTime> {
 
 /// A total order for sorting and grouping: NULL first, then [`compare`].
 pub fn sort_order(a: &Datum, b: &Datum) -> Ordering {
+    // The common ORDER BY keys first, as `compare` orders them.
+    match (a, b) {
+        (Datum::Bytes(x), Datum::Bytes(y)) => return x.cmp(y),
+        (Datum::Int(x), Datum::Int(y)) => return x.cmp(y),
+        _ => {}
+    }
     match (a.is_null(), b.is_null()) {
         (true, true) => Ordering::Equal,
         (true, false) => Ordering::Less,
