@@ -251,6 +251,7 @@ fn swaps_racing_writers_lose_and_split_nothing() {
         w.join().unwrap();
     }
     assert!(swaps > 10, "only {swaps} swaps ran during the writes");
+    eprintln!("{swaps} swaps during the writes");
     let int = |c: &mut Raw, key: &str| -> usize {
         let r = c.call(&["GET", key]);
         r.split("\r\n").nth(1).map_or(0, |v| v.parse().unwrap())

@@ -73,11 +73,7 @@ impl<'a> Tx<'a> {
     /// What physical database `db` holds under `key`, as this transaction
     /// sees it.
     fn presence(&self, db: u8, key: &[u8]) -> Result<Presence> {
-        Ok(match self.get(&meta_key(db, key))? {
-            None => Presence::Absent,
-            Some(raw) if Meta::decode(&raw)?.expired(self.now) => Presence::Expired,
-            Some(_) => Presence::Live,
-        })
+        presence_of(self.get(&meta_key(db, key))?, self.now)
     }
 
     /// SWAPDB `a` `b` (logical): from here on this transaction runs under
@@ -144,12 +140,7 @@ impl<'a> Tx<'a> {
                     self.st.cf(),
                     &meta_key(db, &key),
                 )?;
-                let presence = match raw {
-                    None => Presence::Absent,
-                    Some(raw) if Meta::decode(&raw)?.expired(self.now) => Presence::Expired,
-                    Some(_) => Presence::Live,
-                };
-                keys.push((key, presence, None));
+                keys.push((key, presence_of(raw, self.now)?, None));
             }
             out.push((logical, keys));
         }
@@ -162,4 +153,13 @@ impl<'a> Tx<'a> {
             **g = p.map;
         }
     }
+}
+
+/// What a metadata record (or its absence) means at time `now`.
+fn presence_of(raw: Option<Vec<u8>>, now: u64) -> Result<Presence> {
+    Ok(match raw {
+        None => Presence::Absent,
+        Some(raw) if Meta::decode(&raw)?.expired(now) => Presence::Expired,
+        Some(_) => Presence::Live,
+    })
 }
