@@ -203,6 +203,18 @@ enum Cond {
 }
 
 /// SET key value [NX|XX] [GET] [EX s|PX ms|EXAT s|PXAT ms|KEEPTTL]
+/// SET's and GETEX's `EX | PX | EXAT | PXAT amount` option at `o` (its
+/// amount in `next`): (raw amount, unit is ms, absolute); None when `o` is
+/// another option or the amount is missing.
+fn expire_option<'a>(o: &[u8], next: Option<&'a Vec<u8>>) -> Option<(&'a [u8], bool, bool)> {
+    if !["EX", "PX", "EXAT", "PXAT"].iter().any(|x| is_opt(o, x)) {
+        return None;
+    }
+    let ms = is_opt(o, "PX") || is_opt(o, "PXAT");
+    let absolute = is_opt(o, "EXAT") || is_opt(o, "PXAT");
+    Some((next?.as_slice(), ms, absolute))
+}
+
 fn set(tx: &mut Tx, db: u8, a: &[Vec<u8>], cmd: &'static str) -> CmdResult {
     let (key, value) = (arg(a, 0), arg(a, 1));
     let mut cond = Cond::None;
@@ -221,14 +233,8 @@ fn set(tx: &mut Tx, db: u8, a: &[Vec<u8>], cmd: &'static str) -> CmdResult {
             get = true;
         } else if is_opt(o, "KEEPTTL") && expire.is_none() {
             keepttl = true;
-        } else if ["EX", "PX", "EXAT", "PXAT"].iter().any(|x| is_opt(o, x))
-            && expire.is_none()
-            && !keepttl
-            && next.is_some()
-        {
-            let ms = is_opt(o, "PX") || is_opt(o, "PXAT");
-            let absolute = is_opt(o, "EXAT") || is_opt(o, "PXAT");
-            expire = Some((next.map(|v| v.as_slice()).unwrap_or_default(), ms, absolute));
+        } else if let Some(e) = expire_option(o, next).filter(|_| expire.is_none() && !keepttl) {
+            expire = Some(e);
             i += 1;
         } else {
             return Err(CmdError::Syntax);
@@ -341,14 +347,8 @@ fn getex(tx: &mut Tx, db: u8, a: &[Vec<u8>]) -> CmdResult {
         let next = a.get(i + 1);
         if is_opt(o, "PERSIST") && expire.is_none() && !persist {
             persist = true;
-        } else if ["EX", "PX", "EXAT", "PXAT"].iter().any(|x| is_opt(o, x))
-            && expire.is_none()
-            && !persist
-            && next.is_some()
-        {
-            let ms = is_opt(o, "PX") || is_opt(o, "PXAT");
-            let absolute = is_opt(o, "EXAT") || is_opt(o, "PXAT");
-            expire = Some((next.map(|v| v.as_slice()).unwrap_or_default(), ms, absolute));
+        } else if let Some(e) = expire_option(o, next).filter(|_| expire.is_none() && !persist) {
+            expire = Some(e);
             i += 1;
         } else {
             return Err(CmdError::Syntax);
