@@ -141,11 +141,16 @@ pub(crate) fn new_iterator(inner: &Arc<DbInner>, ro: &ReadOptions, cf: u32) -> R
 }
 
 /// Entries of one user key a forward scan steps over before it seeks past
-/// them instead ([`DbIterator::find_next_visible`]); RocksDB's default for
-/// `max_sequential_skip_in_iterations`. A seek costs about as much as this
-/// many steps: a skiplist descent from the top, whose upper levels are in
-/// cache, and a search in each child behind the target.
-const MAX_SEQUENTIAL_SKIP: usize = 8;
+/// them instead ([`DbIterator::find_next_visible`]). RocksDB steps over 8
+/// (`max_sequential_skip_in_iterations`), because its seek descends the
+/// skiplist from the top. Here the seek is [`InternalIterator::seek_forward`]:
+/// only the children still on the key move, the memtable jumps over a row's
+/// versions in one load (`memtable/node.rs`, "Version jumps") and an extent
+/// child steps; so a scan seeks at the first older entry. Measured under
+/// sysbench `oltp_read_write` (docs/benchmarks.md, "Version jumps"): with 8
+/// steps first the scans slowed as the memtable filled with versions of hot
+/// rows; with none they stayed level.
+const MAX_SEQUENTIAL_SKIP: usize = 0;
 
 /// `key < bound`, compared in line: checked on every step of a bounded
 /// scan, where a call to `memcmp` for the few bytes that decide (bounds are
@@ -330,18 +335,22 @@ impl DbIterator {
     ///
     /// A user key with many entries (a hot row updated since the last flush
     /// has one per update in the memtable, each a cache miss to step over)
-    /// is left with one seek after [`MAX_SEQUENTIAL_SKIP`] entries, as
-    /// RocksDB's `max_sequential_skip_in_iterations` does: past all of its
-    /// entries once the visible one is behind us, or to the newest entry
-    /// the snapshot sees while they are too new. Example, snapshot 50, key
-    /// `a` at sequences 90..=40 in the memtable and `b` after it: the scan
-    /// steps over `a@90..a@83`, seeks `(a, 50)`, returns `a@50`; the next
-    /// step skips `a@49..a@42`, seeks `(a, 0)` and lands on `b`.
+    /// is left with one forward seek after [`MAX_SEQUENTIAL_SKIP`] entries:
+    /// past all of its entries once the visible one is behind us, or to the
+    /// newest entry the snapshot sees while they are too new. Example,
+    /// snapshot 50, key `a` at sequences 90..=40 in the memtable and `b`
+    /// after it: the scan meets `a@90`, seeks `(a, 50)`, returns `a@50`; the
+    /// next step meets `a@49`, seeks `(a, 0, Delete)` (the memtable jumps to
+    /// `a@40`) and lands on `b`.
     fn find_next_visible(&mut self, skip: bool) -> Result<()> {
         let mut skip = skip;
         // Entries of the key being skipped, and too-new entries of
         // `newer_key`, stepped over one by one so far.
         let (mut skipped, mut newer) = (0usize, 0usize);
+        // Set by a seek past `skip_key`: the only entry of the key it can
+        // land on is `(key, 0, Delete)` itself, which is stepped over, not
+        // sought again (that seek would not move).
+        let mut sought = false;
         while self.inner.valid() {
             let ikey = self.inner.key();
             let p = parse_internal_key(ikey)
@@ -376,14 +385,16 @@ impl DbIterator {
                 self.skip_key.clear();
                 self.skip_key.extend_from_slice(p.user_key);
                 skipped = 0;
+                sought = false;
             } else if skipping {
                 skipped += 1;
-                if skipped > MAX_SEQUENTIAL_SKIP {
+                if skipped > MAX_SEQUENTIAL_SKIP && !sought {
                     // Past every entry of the key: (key, 0, Delete) sorts last.
                     self.seek_buf.clear();
                     append_internal_key(&mut self.seek_buf, &self.skip_key, 0, ValueKind::Delete);
                     self.inner.seek_forward(&self.seek_buf)?;
                     skipped = 0;
+                    sought = true;
                     continue;
                 }
             } else {

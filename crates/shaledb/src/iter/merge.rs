@@ -252,32 +252,6 @@ impl<'a> MergingIterator<'a> {
         self.runner_up
     }
 
-    /// Moves forward to the first entry `>= target`, where `target` is after
-    /// the current key (the caller's promise): only the children still
-    /// before `target` seek, the others already rest on or after it. A scan
-    /// that leaves a user key with many versions in one child (a hot row's
-    /// updates in the memtable, `db_iter.rs`) reseeks that child alone
-    /// instead of every child; on an unpositioned or reverse iterator this
-    /// is a plain [`InternalIterator::seek`].
-    pub fn seek_forward(&mut self, target: &[u8]) -> Result<()> {
-        if self.direction != Direction::Forward || self.heap.is_empty() {
-            return self.seek(target);
-        }
-        self.guard(|s| {
-            // A child outside the heap is exhausted moving forward: it has
-            // nothing at or after its last key, so nothing `>= target`.
-            for &i in &s.heap {
-                if let Some(c) = s.children.get_mut(i) {
-                    if cmp_internal(c.key(), target) == Ordering::Less {
-                        c.seek(target)?;
-                    }
-                }
-            }
-            s.rebuild(Direction::Forward);
-            Ok(())
-        })
-    }
-
     fn current(&self) -> Option<&BoxedIterator<'a>> {
         self.heap.first().and_then(|&i| self.children.get(i))
     }
@@ -298,6 +272,32 @@ impl InternalIterator for MergingIterator<'_> {
 
     fn seek(&mut self, target: &[u8]) -> Result<()> {
         self.seek_all(Direction::Forward, |c| c.seek(target))
+    }
+
+    /// Moves forward to the first entry `>= target`, where `target` is after
+    /// the current key (the caller's promise): only the children still
+    /// before `target` seek, the others already rest on or after it. A scan
+    /// that leaves a user key with many versions in one child (a hot row's
+    /// updates in the memtable, `db_iter.rs`) reseeks that child alone
+    /// instead of every child; on an unpositioned or reverse iterator this
+    /// is a plain [`InternalIterator::seek`].
+    fn seek_forward(&mut self, target: &[u8]) -> Result<()> {
+        if self.direction != Direction::Forward || self.heap.is_empty() {
+            return self.seek(target);
+        }
+        self.guard(|s| {
+            // A child outside the heap is exhausted moving forward: it has
+            // nothing at or after its last key, so nothing `>= target`.
+            for &i in &s.heap {
+                if let Some(c) = s.children.get_mut(i) {
+                    if cmp_internal(c.key(), target) == Ordering::Less {
+                        c.seek_forward(target)?;
+                    }
+                }
+            }
+            s.rebuild(Direction::Forward);
+            Ok(())
+        })
     }
 
     fn seek_for_prev(&mut self, target: &[u8]) -> Result<()> {

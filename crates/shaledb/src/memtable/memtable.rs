@@ -279,6 +279,10 @@ impl InternalIterator for MemTableIterator {
         self.cursor.seek(target);
         Ok(())
     }
+    fn seek_forward(&mut self, target: &[u8]) -> Result<()> {
+        self.cursor.seek_forward(target);
+        Ok(())
+    }
     fn seek_for_prev(&mut self, target: &[u8]) -> Result<()> {
         self.cursor.seek_for_prev(target);
         Ok(())

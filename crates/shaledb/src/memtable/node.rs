@@ -10,14 +10,30 @@
 //!
 //! ```text
 //!  base                                         node
-//!  | link[h-1] | ... | link[1] | next0 | key_len u32 | value_len u32 | key | value |
-//!    16 bytes each:                8 B
+//!  | link[h-1] | ... | link[1] | next0 | oldest | key_len u32 | value_len u32 | key | value |
+//!    16 bytes each:                8 B     8 B
 //!    next ptr + prefix bound
 //! ```
 //!
 //! The key is the full internal key `user_key ++ trailer (u64 LE)`, so it is
 //! handed out as a slice. A 16-byte user key with a 100-byte value and the
-//! expected one extra link costs 16 + 24 + 100 + 16 = 156 bytes (+ rounding).
+//! expected one extra link costs 24 + 24 + 100 + 16 = 164 bytes (+ rounding).
+//!
+//! # Version jumps (`oldest`)
+//!
+//! A row updated many times between flushes has one node per version, newest
+//! first, side by side at level 0. A scan that has returned the newest
+//! visible version must get past all the older ones: one cache miss per node
+//! stepped, or a seek from the head (~20 misses). X-Engine keeps a key's
+//! versions off the main list for this reason; here each node carries
+//! `oldest`, a later node *of the same user key* (the oldest version of the
+//! key linked when this node was, null if there was none), so
+//! [`super::skiplist::Cursor::seek_forward`] jumps over the versions in one
+//! load. The inserter sets it from its level-0 successor before the node is
+//! published and nobody writes it again. It is only a hint: a version linked
+//! later with an older sequence (parallel memtable inserts) lands after it,
+//! and the jump then walks the rest; the jump target always has the node's
+//! user key, so it lies after the node and before every later user key.
 //!
 //! # Branching factor 2
 //!
@@ -69,6 +85,8 @@ const BRANCHING_BITS: u32 = 1;
 #[repr(C)]
 pub(super) struct Node {
     next0: AtomicPtr<Node>,
+    /// A later node of the same user key (see "Version jumps"); null if none.
+    oldest: AtomicPtr<Node>,
     key_len: u32,
     value_len: u32,
 }
@@ -87,7 +105,7 @@ const TRAILER: usize = 8;
 
 // `Link::next` and `Node::next0` are both at offset 0, so the level-`l`
 // successor pointer is always at `node - l * LINK`.
-const _: () = assert!(LINK == 16 && NODE_HEADER == 16);
+const _: () = assert!(LINK == 16 && NODE_HEADER == 24);
 // Lengths are stored as u32 and widened with `as usize`, lossless here.
 const _: () = assert!(size_of::<usize>() >= size_of::<u32>());
 
@@ -125,6 +143,18 @@ pub(super) unsafe fn prefix_bound<'a>(node: *mut Node, level: usize) -> &'a Atom
     // `prefix` follows `next` in the repr(C) `Link` and is only accessed
     // atomically.
     unsafe { &(*node.cast::<u8>().sub(level * LINK).cast::<Link>()).prefix }
+}
+
+/// The version-jump slot of `node` (see "Version jumps").
+///
+/// # Safety
+/// `node` was built by [`new_node`] and its arena outlives `'a`.
+#[inline]
+pub(super) unsafe fn oldest<'a>(node: *mut Node) -> &'a AtomicPtr<Node> {
+    // SAFETY: `node` points at a `Node` header written by `new_node` (which
+    // initialized `oldest`), inside an arena that outlives `'a`; the field is
+    // only ever accessed atomically.
+    unsafe { &(*node).oldest }
 }
 
 /// The internal key stored in `node`.
@@ -198,6 +228,7 @@ pub(super) fn new_node(
         let node = base.add(tower).cast::<Node>();
         node.write(Node {
             next0: AtomicPtr::new(ptr::null_mut()),
+            oldest: AtomicPtr::new(ptr::null_mut()),
             key_len: klen,
             value_len: vlen,
         });

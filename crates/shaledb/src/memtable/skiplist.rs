@@ -70,6 +70,29 @@ unsafe fn prefix_of(n: *mut Node) -> u64 {
     key_prefix(split_key(unsafe { node::key(n) }).0)
 }
 
+/// The `oldest` hint of a new node of `user_key` whose level-0 successor
+/// will be `succ`: `succ`'s own hint, or `succ` itself, when `succ` is an
+/// older version of the same user key; null otherwise.
+///
+/// # Safety
+/// `succ` is null or a published node whose arena outlives the call.
+unsafe fn version_jump(user_key: &[u8], succ: *mut Node) -> *mut Node {
+    if succ.is_null() {
+        return ptr::null_mut();
+    }
+    // SAFETY: `succ` is non-null, so by the contract a published node (its
+    // bytes and `oldest` were written before the Release CAS the caller's
+    // Acquire load synchronized with) in an arena that outlives this call.
+    let (succ_key, jump) = unsafe { (node::key(succ), node::oldest(succ).load(Atomic::Relaxed)) };
+    if split_key(succ_key).0 != user_key {
+        ptr::null_mut()
+    } else if jump.is_null() {
+        succ
+    } else {
+        jump
+    }
+}
+
 /// The concurrent skiplist; see the module docs.
 pub struct SkipList {
     arena: Arena,
@@ -153,6 +176,10 @@ impl SkipList {
                 // `prefix_of` requires.
                 unsafe {
                     node::next(node, level).store(next[level], Atomic::Relaxed);
+                    if level == 0 {
+                        let jump = version_jump(user_key, next[0]);
+                        node::oldest(node).store(jump, Atomic::Relaxed);
+                    }
                     if level > 0 {
                         node::prefix_bound(node, level)
                             .store(prefix_of(next[level]), Atomic::Relaxed);
@@ -382,10 +409,50 @@ impl SkipList {
                 last = Some(k);
                 x = n;
             }
+            if level == 0 {
+                self.check_version_jumps();
+            }
             counts.push(seen.len());
             below = Some(seen);
         }
         counts
+    }
+}
+
+#[cfg(test)]
+impl SkipList {
+    /// Every `oldest` hint names a node of the same user key further along
+    /// level 0 (see `node`, "Version jumps").
+    fn check_version_jumps(&self) {
+        use std::collections::HashMap;
+        let mut order = Vec::new();
+        let mut x = self.next_of(self.head.as_ptr());
+        while !x.is_null() {
+            order.push(x);
+            x = self.next_of(x);
+        }
+        let at: HashMap<usize, usize> = order
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (*n as usize, i))
+            .collect();
+        for (i, &n) in order.iter().enumerate() {
+            // SAFETY: `n` and its hint are nodes of this list, published
+            // before the Acquire loads that reached them; no insert runs.
+            let (jump, key) = unsafe { (node::oldest(n).load(Atomic::Relaxed), node::key(n)) };
+            if jump.is_null() {
+                continue;
+            }
+            let j = at.get(&(jump as usize)).copied();
+            assert!(j.is_some_and(|j| j > i), "hint of node {i} not after it");
+            // SAFETY: as above.
+            let jump_key = unsafe { node::key(jump) };
+            assert_eq!(
+                split_key(jump_key).0,
+                split_key(key).0,
+                "hint of node {i}: other key"
+            );
+        }
     }
 }
 
@@ -466,6 +533,44 @@ impl Cursor {
             .list
             .find_last(key_prefix(uk), |k| compare_to(k, uk, tr) == Ordering::Less);
         self.node = n;
+    }
+
+    /// Positions on the first entry `>= target`, like [`Cursor::seek`], but
+    /// starting from the current entry when that is before `target`: it
+    /// jumps over the current key's older versions (`oldest`, see `node`)
+    /// and walks a few level-0 links before it falls back to a seek from
+    /// the head. A scan leaving a row with many versions pays two node
+    /// loads instead of one per version or a full descent.
+    pub fn seek_forward(&mut self, target: &[u8]) {
+        /// Level-0 steps tried before a seek from the head (~20 loads).
+        const WALK: usize = 4;
+        let (uk, tr) = split_key(target);
+        let mut x = self.node;
+        // A node that is the cursor's current one, or was loaded with
+        // Acquire from a link of `list`, or is a published node's `oldest`
+        // (written before that node was published, so visible with it), is
+        // fully written, and `self.list` keeps its arena alive: that is
+        // what `node::key` and `node::oldest` need below.
+        // SAFETY: `x` is the cursor's current node (see above), if not null.
+        if x.is_null() || compare_to(unsafe { node::key(x) }, uk, tr) != Ordering::Less {
+            return self.seek(target);
+        }
+        // SAFETY: `x` is the current node, non-null (see above).
+        let jump = unsafe { node::oldest(x) }.load(Atomic::Relaxed);
+        // SAFETY: `jump` is a published node's `oldest` (see above), if not null.
+        if !jump.is_null() && compare_to(unsafe { node::key(jump) }, uk, tr) == Ordering::Less {
+            x = jump;
+        }
+        for _ in 0..WALK {
+            let n = self.list.next_of(x);
+            // SAFETY: `n` was loaded with Acquire by `next_of` (see above).
+            if n.is_null() || compare_to(unsafe { node::key(n) }, uk, tr) != Ordering::Less {
+                self.node = n;
+                return;
+            }
+            x = n;
+        }
+        self.seek(target);
     }
 
     /// Positions on the last entry `<= target` (an internal key).

@@ -400,3 +400,66 @@ fn completed_inserts_are_always_found_by_concurrent_readers() {
     }
     list.check_invariants();
 }
+
+/// `Cursor::seek_forward` from any entry before the target lands where a
+/// seek from the head does, over rows with up to 30 versions inserted in a
+/// scrambled sequence order (so some versions land after the node a hint
+/// names, as parallel inserts can make them), with a key inserted between
+/// two runs afterwards; and every hint names a later node of its own key.
+#[test]
+fn seek_forward_matches_seek_over_version_runs() {
+    let list = Arc::new(SkipList::new());
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    let mut rand = move |n: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % n
+    };
+    let rows = scaled(40, 8);
+    for row in 0..rows {
+        let versions = 1 + rand(30);
+        let mut seqs: Vec<u64> = (1..=versions).map(|s| s * 3).collect();
+        // Mostly ascending (one writer), sometimes swapped (parallel ones).
+        for i in 1..seqs.len() {
+            if rand(4) == 0 {
+                seqs.swap(i - 1, i);
+            }
+        }
+        for seq in seqs {
+            let uk = key_of(row * 2);
+            assert!(list.insert(&uk, trailer(seq), &value_of(&uk)));
+        }
+    }
+    for row in (1..rows).step_by(3) {
+        let uk = key_of(row * 2 - 1);
+        assert!(list.insert(&uk, trailer(1), &value_of(&uk)));
+    }
+    list.check_invariants();
+    let entries: Vec<Vec<u8>> = collect_forward(&list).into_iter().map(|(k, _)| k).collect();
+    let mut jumped = 0;
+    for (i, start) in entries.iter().enumerate() {
+        let (uk, _) = split_key(start);
+        let mut targets = vec![
+            make_internal_key(uk, 0, ValueKind::Delete),
+            make_internal_key(uk, 1 + rand(100), ValueKind::Put),
+            make_internal_key(&key_of(rand(rows * 2 + 2)), rand(100), ValueKind::Put),
+        ];
+        if let Some(later) = entries.get(i + 1 + rand(40) as usize) {
+            targets.push(later.clone());
+        }
+        for target in targets {
+            let mut head = list.cursor();
+            head.seek(&target);
+            let mut from = list.cursor();
+            from.seek(start);
+            assert_eq!(from.key(), start.as_slice());
+            from.seek_forward(&target);
+            assert_eq!(from.key(), head.key(), "from entry {i} to {target:?}");
+            if compare_internal_keys(start, &target) == Ordering::Less {
+                jumped += 1;
+            }
+        }
+    }
+    assert!(jumped > entries.len(), "too few forward targets: {jumped}");
+}
