@@ -25,6 +25,7 @@ import json
 import os
 import shlex
 import re
+import resource
 import shutil
 import signal
 import socket
@@ -212,6 +213,33 @@ def sysbench(server, script, phase, args, threads=1):
     return r.stdout
 
 
+def cpu_sample(server):
+    """CPU seconds so far: the server process (all its threads: utime, stime), the waited-for
+    children of this script (sysbench: user, sys) and the whole machine (busy, all)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    with open(f"/proc/{server.proc.pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    with open("/proc/stat") as f:
+        jiffies = [int(x) for x in f.readline().split()[1:]]
+    idle = jiffies[3] + jiffies[4]
+    return {"server_user": int(fields[11]) / tick, "server_sys": int(fields[12]) / tick,
+            "client_user": kids.ru_utime, "client_sys": kids.ru_stime,
+            "busy": (sum(jiffies) - idle) / tick, "all": sum(jiffies) / tick}
+
+
+def cpu_per_query(a, b, r, seconds):
+    """Microseconds of CPU per query over one run, from two `cpu_sample`s: what the server and
+    the client (sysbench, on the same cores) each spend, user and system. The queries are
+    sysbench's count (qps x the run's length)."""
+    queries = (r.get("qps") or 0) * seconds
+    if not queries:
+        return {}
+    per = lambda k: round((b[k] - a[k]) * 1e6 / queries, 2)
+    return {f"{k}_us": per(k) for k in ("server_user", "server_sys", "client_user", "client_sys")} | {
+        "machine_busy": round((b["busy"] - a["busy"]) / max(b["all"] - a["all"], 1e-9), 3)}
+
+
 def parse(out):
     def grab(pat):
         m = re.search(pat, out)
@@ -266,10 +294,14 @@ def main():
                 results[(name, "prepare", 0)] = {"seconds": time.time() - t0}
                 for script in scripts:
                     for t in threads:
+                        before = cpu_sample(server)
                         r = parse(sysbench(server, script, "run", args, threads=t))
+                        r.update(cpu_per_query(before, cpu_sample(server), r, args.time))
                         results[(name, script, t)] = r
                         print(f"{name:8} {script:24} {t:3} thr  tps {r['tps']}  qps {r['qps']}  "
-                              f"p95 {r['p95_ms']} ms  errors {r['errors']}", flush=True)
+                              f"p95 {r['p95_ms']} ms  errors {r['errors']}  cpu us/query: "
+                              f"server {r['server_user_us']}+{r['server_sys_us']} "
+                              f"client {r['client_user_us']}+{r['client_sys_us']}", flush=True)
             finally:
                 server.stop()
     finally:

@@ -37,15 +37,39 @@ use std::sync::{Arc, LazyLock};
 /// with more distinct heads than this parses them as before).
 const TEMPLATES_KEPT: usize = 1024;
 
+/// What a kept head says about every statement made from it: literal
+/// rows name no table and hold no subquery, so the session's walks of the
+/// whole statement (the tables it names, for the privilege check; whether
+/// it may run alone at READ COMMITTED, `lone_write.rs`) give the head's
+/// answers, computed once when the head is kept.
+#[derive(Debug)]
+pub(crate) struct HeadFacts {
+    pub relations: Vec<(Option<String>, String)>,
+    pub reads_one_row_set: bool,
+}
+
+/// A kept head: its statement with no rows, and its facts.
+struct Template {
+    stmt: Statement,
+    facts: Arc<HeadFacts>,
+}
+
 /// Head text -> the statement parsed from it, with no rows. Parsing
 /// depends only on the text, so one map serves every session.
-static TEMPLATES: LazyLock<RwLock<HashMap<Box<str>, Arc<Statement>>>> =
+static TEMPLATES: LazyLock<RwLock<HashMap<Box<str>, Arc<Template>>>> =
     LazyLock::new(RwLock::default);
 
 /// The statement `sql` as the general parser would return it, if it is an
 /// `INSERT`/`REPLACE ... VALUES` of literal rows; `None` otherwise (the
 /// caller then parses `sql` itself).
+#[cfg(test)]
 pub(crate) fn parse(sql: &str) -> Option<Statement> {
+    parse_with_facts(sql).map(|(stmt, _)| stmt)
+}
+
+/// [`parse`], with the head's facts when the statement is its head and
+/// literal rows only (no tail such as ON DUPLICATE KEY UPDATE).
+pub(crate) fn parse_with_facts(sql: &str) -> Option<(Statement, Option<Arc<HeadFacts>>)> {
     let values_end = find_values_keyword(sql)?;
     let rows_start = values_end + skip_space(sql.get(values_end..)?);
     let mut pos = rows_start;
@@ -73,9 +97,9 @@ pub(crate) fn parse(sql: &str) -> Option<Statement> {
     if tail.is_empty() {
         let kept = TEMPLATES.read().get(head).cloned();
         if let Some(template) = kept {
-            let mut stmt = (*template).clone();
+            let mut stmt = template.stmt.clone();
             *values_of(&mut stmt)? = rows.into_iter().map(Parens::with_empty_span).collect();
-            return Some(stmt);
+            return Some((stmt, Some(Arc::clone(&template.facts))));
         }
     }
     let template = format!(
@@ -94,16 +118,26 @@ pub(crate) fn parse(sql: &str) -> Option<Statement> {
         [only] if Some(&only.content) == rows.first() => {}
         _ => return None,
     }
+    let mut facts = None;
     if tail.is_empty() {
         values.clear();
+        let head_facts = Arc::new(HeadFacts {
+            relations: crate::session::relations_of(std::slice::from_ref(&stmt)),
+            reads_one_row_set: crate::lone_write::reads_one_row_set(&stmt),
+        });
+        facts = Some(Arc::clone(&head_facts));
         let mut kept = TEMPLATES.write();
         if kept.len() >= TEMPLATES_KEPT {
             kept.clear();
         }
-        kept.insert(head.into(), Arc::new(stmt.clone()));
+        let template = Template {
+            stmt: stmt.clone(),
+            facts: head_facts,
+        };
+        kept.insert(head.into(), Arc::new(template));
     }
     *values_of(&mut stmt)? = rows.into_iter().map(Parens::with_empty_span).collect();
-    Some(stmt)
+    Some((stmt, facts))
 }
 
 /// The VALUES rows of an INSERT.

@@ -153,6 +153,10 @@ pub struct Session {
     interrupt: Option<Arc<AtomicBool>>,
     /// The statement being run is `SET SESSION TRANSACTION ...`.
     session_scope_set: bool,
+    /// `lone_write::reads_one_row_set` of the statement being run, known
+    /// from its kept INSERT head (set by `execute_parsed` around one
+    /// dispatch); `None`: walk the statement.
+    head_reads_one_row_set: Option<bool>,
 }
 
 fn isolation_name(i: Isolation) -> &'static str {
@@ -179,14 +183,21 @@ pub struct ParsedStatement<'a> {
     /// recognizes from their text, XA and some SHOWs, never look at it).
     stmts: Result<Vec<Statement>>,
     relations: Vec<(Option<String>, String)>,
+    /// Facts of a kept INSERT head (fast_insert.rs), when the statement
+    /// was made from one: they replace walks of the whole statement.
+    head: Option<Arc<crate::fast_insert::HeadFacts>>,
 }
 
 impl<'a> ParsedStatement<'a> {
     pub fn new(sql: &'a str) -> ParsedStatement<'a> {
-        let mut stmts = parse(&normalize(sql));
-        let relations = match (crate::maintenance::table_list(sql), &mut stmts) {
-            (Some((_, tables)), _) => tables,
-            (None, Ok(stmts)) => {
+        let (mut stmts, head) = match parse_with_facts(&normalize(sql)) {
+            Ok((stmts, head)) => (Ok(stmts), head),
+            Err(e) => (Err(e), None),
+        };
+        let relations = match (crate::maintenance::table_list(sql), &mut stmts, &head) {
+            (Some((_, tables)), ..) => tables,
+            (None, Ok(_), Some(head)) => head.relations.clone(),
+            (None, Ok(stmts), None) => {
                 // Rows of literals name no table: leave them out of the
                 // walk (a bulk INSERT has thousands).
                 let rows = stmts.first_mut().and_then(crate::fast_insert::literal_rows);
@@ -200,12 +211,13 @@ impl<'a> ParsedStatement<'a> {
                 }
                 relations
             }
-            (None, Err(_)) => Vec::new(),
+            (None, Err(_), _) => Vec::new(),
         };
         ParsedStatement {
             sql,
             stmts,
             relations,
+            head,
         }
     }
 
@@ -215,7 +227,7 @@ impl<'a> ParsedStatement<'a> {
     }
 }
 
-fn relations_of(stmts: &[Statement]) -> Vec<(Option<String>, String)> {
+pub(crate) fn relations_of(stmts: &[Statement]) -> Vec<(Option<String>, String)> {
     let mut out = Vec::new();
     for s in stmts {
         let _ = ast::visit_relations(s, |name| {
@@ -268,16 +280,26 @@ fn normalize(sql: &str) -> String {
 }
 
 fn parse(sql: &str) -> Result<Vec<Statement>> {
+    parse_with_facts(sql).map(|(stmts, _)| stmts)
+}
+
+/// [`parse`], with a kept INSERT head's facts when the fast path made the
+/// statement from one (fast_insert.rs).
+fn parse_with_facts(
+    sql: &str,
+) -> Result<(Vec<Statement>, Option<Arc<crate::fast_insert::HeadFacts>>)> {
     if sql.len() > MAX_STATEMENT_BYTES {
         return Err(Error::Syntax(format!(
             "statement of {} bytes is larger than max_allowed_packet",
             sql.len()
         )));
     }
-    if let Some(stmt) = crate::fast_insert::parse(sql) {
-        return Ok(vec![stmt]);
+    if let Some((stmt, head)) = crate::fast_insert::parse_with_facts(sql) {
+        return Ok((vec![stmt], head));
     }
-    Parser::parse_sql(&MySqlDialect {}, sql).map_err(|e| Error::Syntax(e.to_string()))
+    Parser::parse_sql(&MySqlDialect {}, sql)
+        .map(|stmts| (stmts, None))
+        .map_err(|e| Error::Syntax(e.to_string()))
 }
 
 impl Session {
@@ -299,6 +321,7 @@ impl Session {
             written: HashMap::new(),
             interrupt: None,
             session_scope_set: false,
+            head_reads_one_row_set: None,
         }
     }
 
@@ -404,19 +427,27 @@ impl Session {
             return Ok(out);
         }
         // The parser drops SET SESSION TRANSACTION's scope; note it here.
-        let upper: String = sql
-            .trim_start()
-            .chars()
-            .take(40)
-            .collect::<String>()
-            .to_ascii_uppercase();
-        let words: Vec<&str> = upper.split_whitespace().collect();
-        self.session_scope_set = matches!(
-            words.as_slice(),
-            ["SET", "SESSION" | "LOCAL", "TRANSACTION", ..]
-        );
+        let lead = sql.trim_start();
+        self.session_scope_set = lead.get(..3).is_some_and(|w| w.eq_ignore_ascii_case("SET")) && {
+            let upper: String = lead
+                .chars()
+                .take(40)
+                .collect::<String>()
+                .to_ascii_uppercase();
+            let words: Vec<&str> = upper.split_whitespace().collect();
+            matches!(
+                words.as_slice(),
+                ["SET", "SESSION" | "LOCAL", "TRANSACTION", ..]
+            )
+        };
         match parsed.stmts?.as_slice() {
-            [s] => self.dispatch(s, &[], sink),
+            [s] => {
+                // Read (and cleared) by `row_statement` of this statement only.
+                self.head_reads_one_row_set = parsed.head.as_ref().map(|h| h.reads_one_row_set);
+                let out = self.dispatch(s, &[], sink);
+                self.head_reads_one_row_set = None;
+                out
+            }
             [] => Err(Error::Syntax("Query was empty".into())),
             _ => Err(Error::Syntax(
                 "more than one statement; use execute_script".into(),
@@ -907,7 +938,10 @@ impl Session {
             let mut options = self.txn_options();
             if self.autocommit
                 && options.isolation == Isolation::SnapshotIsolation
-                && crate::lone_write::reads_one_row_set(stmt)
+                && self
+                    .head_reads_one_row_set
+                    .take()
+                    .unwrap_or_else(|| crate::lone_write::reads_one_row_set(stmt))
             {
                 // See lone_write.rs: what InnoDB's REPEATABLE READ does
                 // for a write statement that runs alone.

@@ -127,3 +127,37 @@ fn relations_of_a_bulk_insert_name_its_tables_once_walked() {
     assert!(r.contains(&(None, "u".to_owned())), "{r:?}");
     assert!(r.contains(&(None, "t".to_owned())), "{r:?}");
 }
+
+/// A kept head's facts are what walking the whole statement gives, on the
+/// statement that keeps the head and on the ones made from it; a statement
+/// with a tail (parsed whole) carries none.
+#[test]
+fn head_facts_equal_walks_of_the_whole_statement() {
+    for head in [
+        "INSERT INTO facts_a (id, k) VALUES ",
+        "INSERT INTO facts_db.facts_b VALUES ",
+        "REPLACE INTO `facts_c` (`x`) VALUES ",
+    ] {
+        for rows in ["(1, 2)", "(3, 'x'), (-4, NULL)", "(5, 6)"] {
+            let sql = format!("{head}{rows}");
+            let (stmt, facts) = super::parse_with_facts(&sql).unwrap();
+            let facts = facts.unwrap_or_else(|| panic!("no facts: {sql}"));
+            assert_eq!(
+                facts.relations,
+                crate::session::relations_of(std::slice::from_ref(&stmt)),
+                "{sql}"
+            );
+            assert_eq!(
+                facts.reads_one_row_set,
+                crate::lone_write::reads_one_row_set(&stmt),
+                "{sql}"
+            );
+            assert!(facts.reads_one_row_set, "{sql}");
+            assert!(!facts.relations.is_empty(), "{sql}");
+        }
+    }
+    let with_tail = "INSERT INTO facts_a (id, k) VALUES (1, 2) ON DUPLICATE KEY UPDATE k = (SELECT 1 FROM facts_d)";
+    if let Some((_, facts)) = super::parse_with_facts(with_tail) {
+        assert!(facts.is_none());
+    }
+}
