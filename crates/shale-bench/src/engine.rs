@@ -67,6 +67,8 @@ pub struct EngineOptions {
     /// Writers of a commit group insert into the memtable in parallel
     /// (`--allow_concurrent_memtable_write`, db_bench's name; ShaleDB's commit pipeline).
     pub concurrent_memtable_insert: bool,
+    /// WAL segments written through a memory map (`--wal_mapped_writes`, ShaleDB only).
+    pub wal_mapped_writes: bool,
     /// Key-value separation (`--enable_blob_files` with `--min_blob_size`, db_bench's
     /// names): values of at least this many bytes go to value files; 0 = off.
     pub min_blob_size: u64,

@@ -117,6 +117,7 @@ mod tests {
             statistics: false,
             recovery_threads: None,
             concurrent_memtable_insert: true,
+            wal_mapped_writes: true,
             min_blob_size: 0,
             blob_direct_io: false,
             direct_reads: false,

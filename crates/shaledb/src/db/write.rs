@@ -716,7 +716,12 @@ pub(crate) fn switch_memtable(inner: &Arc<DbInner>, wal: &mut WalState) -> Resul
     let number = inner.versions.new_file_number();
     let path = super::wal_path(&inner.dir, number);
     let writer = (|| {
-        let w = LogWriter::new(inner.fs.create(&path)?, number)?;
+        let file = if inner.opts.wal_mapped_writes {
+            inner.fs.create_mapped(&path)?
+        } else {
+            inner.fs.create(&path)?
+        };
+        let w = LogWriter::new(file, number)?;
         let handle = w.sync_handle()?;
         inner.fs.sync_dir(&inner.dir)?;
         Ok::<_, Error>((w, handle))

@@ -1,7 +1,8 @@
 //! A [`FileSystem`] wrapper that injects I/O failures, to test that the
 //! engine treats a failed write or fsync as sticky and never retries a sync.
 //!
-//! Every *mutating* operation is counted ([`FaultFs::ops`]): `create`,
+//! Every *mutating* operation is counted ([`FaultFs::ops`]): `create`
+//! (and `create_mapped`, counted as a `create`),
 //! `open_extent_file`, `rename`, `remove_file`, `create_dir_all`, `sync_dir`,
 //! `truncate`, and on handles `append`, `flush`, `sync`, `write_all_at` and
 //! the sync handle's `sync_data` (a sync).
@@ -237,6 +238,15 @@ impl FileSystem for FaultFs {
         self.check(OpKind::Other, "create", path)?;
         Ok(Box::new(FaultWritable {
             inner: self.inner.create(path)?,
+            ctl: Arc::clone(&self.ctl),
+            path: path.to_owned(),
+        }))
+    }
+
+    fn create_mapped(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
+        self.check(OpKind::Other, "create", path)?;
+        Ok(Box::new(FaultWritable {
+            inner: self.inner.create_mapped(path)?,
             ctl: Arc::clone(&self.ctl),
             path: path.to_owned(),
         }))

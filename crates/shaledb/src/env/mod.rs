@@ -15,6 +15,8 @@
 #[cfg(target_os = "linux")]
 pub mod direct;
 pub mod fault;
+#[cfg(target_os = "linux")]
+pub mod mapped;
 pub mod mem;
 pub mod posix;
 
@@ -110,6 +112,16 @@ pub trait FileSystem: Send + Sync + 'static {
     /// `Options::blob_direct_io`). The file may hold up to 4 KiB of zeros
     /// past [`WritableFile::len`] until it is truncated. Default: `create`.
     fn create_direct(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
+        self.create(path)
+    }
+    /// Creates (or truncates) a file for appending whose appends reach the
+    /// OS without a system call where the platform allows it (a shared
+    /// memory map over preallocated space, `env/mapped.rs`): WAL segments
+    /// with `Options::wal_mapped_writes`. [`WritableFile::flush`] is then
+    /// free. While the file is open, and after a crash, it may hold up to
+    /// 4 MiB of zeros past [`WritableFile::len`]; dropping the handle
+    /// truncates them. Default: `create`.
+    fn create_mapped(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
         self.create(path)
     }
     /// Opens an existing file for appending at its end (WAL segment reuse).

@@ -83,10 +83,10 @@ impl WritableFile for PosixWritable {
     }
 }
 
-/// The fsync side of a [`PosixWritable`].
-struct PosixSync {
-    file: File,
-    path: PathBuf,
+/// The fsync side of a [`PosixWritable`] (and of a mapped file).
+pub(super) struct PosixSync {
+    pub(super) file: File,
+    pub(super) path: PathBuf,
 }
 
 impl FileSync for PosixSync {
@@ -225,6 +225,14 @@ impl FileSystem for PosixFs {
     #[cfg(target_os = "linux")]
     fn create_direct(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
         match super::direct::DirectWritable::create(path)? {
+            Some(w) => Ok(Box::new(w)),
+            None => self.create(path),
+        }
+    }
+
+    #[cfg(target_os = "linux")]
+    fn create_mapped(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
+        match super::mapped::MappedWritable::create(path)? {
             Some(w) => Ok(Box::new(w)),
             None => self.create(path),
         }
