@@ -67,6 +67,10 @@ struct Cli {
     /// files (0 = off). Existing value files are read either way.
     #[arg(long, default_value_t = 0)]
     min_blob_size: usize,
+    /// Write WAL segments with write(2) instead of through a memory map of
+    /// preallocated space (the default on Linux; Options::wal_mapped_writes).
+    #[arg(long)]
+    buffered_wal: bool,
     /// Write value files with O_DIRECT.
     #[arg(long)]
     blob_direct_io: bool,
@@ -225,6 +229,7 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
         recovery_memory_limit: cli.recovery_memory_mb << 20,
         min_blob_size: cli.min_blob_size,
         blob_direct_io: cli.blob_direct_io,
+        wal_mapped_writes: !cli.buffered_wal,
         blob_direct_reads: cli.blob_direct_reads,
         blob_gc_live_ratio: cli.blob_gc_live_ratio,
         blob_gc_bytes_per_sec: cli.blob_gc_bytes_per_sec,

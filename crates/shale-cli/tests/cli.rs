@@ -76,6 +76,55 @@ fn load_acknowledges_each_line_while_stdin_stays_open() {
     }
 }
 
+/// The WAL is written through a memory map of preallocated 4 MiB windows
+/// by default and with write(2) under `--buffered-wal`: while `load` runs,
+/// the live segment's length tells which (whole windows, or the records'
+/// bytes), and either way the acknowledged line is read back.
+#[test]
+fn wal_is_mapped_by_default_and_buffered_on_request() {
+    for buffered in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut args = vec!["--create", "load"];
+        if buffered {
+            args.insert(0, "--buffered-wal");
+        }
+        let mut child = shale(dir.path(), &args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        writeln!(stdin, "key\tvalue").unwrap();
+        stdin.flush().unwrap();
+        let mut ack = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut ack)
+            .unwrap();
+        assert_eq!(ack, "key\n");
+        let logs: Vec<u64> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap())
+            .filter(|e| e.file_name().to_string_lossy().ends_with(".log"))
+            .map(|e| e.metadata().unwrap().len())
+            .collect();
+        assert_eq!(logs.len(), 1, "one live WAL segment: {logs:?}");
+        if buffered {
+            assert!(
+                logs[0] > 0 && logs[0] < 4096,
+                "buffered WAL length {}",
+                logs[0]
+            );
+        } else {
+            assert_eq!(logs[0], 4 << 20, "mapped WAL length");
+        }
+        drop(stdin);
+        assert!(child.wait().unwrap().success());
+        let out = run(shale(dir.path(), &["get", "key"]), "");
+        assert_eq!(text(&out.stdout), "value\n");
+    }
+}
+
 #[test]
 fn bulk_load_acknowledges_every_line_in_order() {
     let dir = tempfile::tempdir().unwrap();
