@@ -44,7 +44,7 @@ const TEMPLATES_KEPT: usize = 1024;
 /// answers, computed once when the head is kept.
 #[derive(Debug)]
 pub(crate) struct HeadFacts {
-    pub relations: Vec<(Option<String>, String)>,
+    pub relations: Arc<Vec<(Option<String>, String)>>,
     pub reads_one_row_set: bool,
 }
 
@@ -122,7 +122,7 @@ pub(crate) fn parse_with_facts(sql: &str) -> Option<(Statement, Option<Arc<HeadF
     if tail.is_empty() {
         values.clear();
         let head_facts = Arc::new(HeadFacts {
-            relations: crate::session::relations_of(std::slice::from_ref(&stmt)),
+            relations: Arc::new(crate::session::relations_of(std::slice::from_ref(&stmt))),
             reads_one_row_set: crate::lone_write::reads_one_row_set(&stmt),
         });
         facts = Some(Arc::clone(&head_facts));

@@ -153,10 +153,6 @@ pub struct Session {
     interrupt: Option<Arc<AtomicBool>>,
     /// The statement being run is `SET SESSION TRANSACTION ...`.
     session_scope_set: bool,
-    /// `lone_write::reads_one_row_set` of the statement being run, known
-    /// from its kept INSERT head (set by `execute_parsed` around one
-    /// dispatch); `None`: walk the statement.
-    head_reads_one_row_set: Option<bool>,
 }
 
 fn isolation_name(i: Isolation) -> &'static str {
@@ -171,7 +167,7 @@ fn isolation_name(i: Isolation) -> &'static str {
 /// if it does not parse (executing it reports the syntax error). The
 /// server checks privileges against these.
 pub fn relations(sql: &str) -> Vec<(Option<String>, String)> {
-    ParsedStatement::new(sql).relations
+    Arc::unwrap_or_clone(ParsedStatement::new(sql).relations)
 }
 
 /// One statement's text, parsed once: a caller that must see what it names
@@ -182,7 +178,9 @@ pub struct ParsedStatement<'a> {
     /// The parser's answer for the normalized text (statements the session
     /// recognizes from their text, XA and some SHOWs, never look at it).
     stmts: Result<Vec<Statement>>,
-    relations: Vec<(Option<String>, String)>,
+    /// Shared with the kept head's facts when made from one (no copy per
+    /// statement).
+    relations: Arc<Vec<(Option<String>, String)>>,
     /// Facts of a kept INSERT head (fast_insert.rs), when the statement
     /// was made from one: they replace walks of the whole statement.
     head: Option<Arc<crate::fast_insert::HeadFacts>>,
@@ -195,8 +193,8 @@ impl<'a> ParsedStatement<'a> {
             Err(e) => (Err(e), None),
         };
         let relations = match (crate::maintenance::table_list(sql), &mut stmts, &head) {
-            (Some((_, tables)), ..) => tables,
-            (None, Ok(_), Some(head)) => head.relations.clone(),
+            (Some((_, tables)), ..) => Arc::new(tables),
+            (None, Ok(_), Some(head)) => Arc::clone(&head.relations),
             (None, Ok(stmts), None) => {
                 // Rows of literals name no table: leave them out of the
                 // walk (a bulk INSERT has thousands).
@@ -209,9 +207,9 @@ impl<'a> ParsedStatement<'a> {
                 ) {
                     *rows = kept;
                 }
-                relations
+                Arc::new(relations)
             }
-            (None, Err(_), _) => Vec::new(),
+            (None, Err(_), _) => Arc::default(),
         };
         ParsedStatement {
             sql,
@@ -321,7 +319,6 @@ impl Session {
             written: HashMap::new(),
             interrupt: None,
             session_scope_set: false,
-            head_reads_one_row_set: None,
         }
     }
 
@@ -442,11 +439,8 @@ impl Session {
         };
         match parsed.stmts?.as_slice() {
             [s] => {
-                // Read (and cleared) by `row_statement` of this statement only.
-                self.head_reads_one_row_set = parsed.head.as_ref().map(|h| h.reads_one_row_set);
-                let out = self.dispatch(s, &[], sink);
-                self.head_reads_one_row_set = None;
-                out
+                let lone = parsed.head.as_ref().map(|h| h.reads_one_row_set);
+                self.dispatch(s, &[], sink, lone)
             }
             [] => Err(Error::Syntax("Query was empty".into())),
             _ => Err(Error::Syntax(
@@ -459,7 +453,7 @@ impl Session {
     pub fn execute_script(&mut self, sql: &str) -> Result<Vec<Output>> {
         let mut out = Vec::new();
         for s in parse(sql)? {
-            out.push(self.dispatch(&s, &[], None)?);
+            out.push(self.dispatch(&s, &[], None, None)?);
         }
         Ok(out)
     }
@@ -515,8 +509,8 @@ impl Session {
         }
         match stmt.stmt.as_ref() {
             // A query may run the plan its last execution made.
-            q @ Statement::Query(_) => self.row_statement(q, params, None, Some(&stmt.plan)),
-            other => self.dispatch(other, params, None),
+            q @ Statement::Query(_) => self.row_statement(q, params, None, Some(&stmt.plan), None),
+            other => self.dispatch(other, params, None, None),
         }
     }
 
@@ -582,17 +576,23 @@ impl Session {
         }
     }
 
+    /// Runs one statement. `reads_one_row_set`: `lone_write::reads_one_row_set`
+    /// of `stmt` when the caller already knows it (a kept INSERT head's
+    /// facts); `None` = work it out if needed.
     fn dispatch(
         &mut self,
         stmt: &Statement,
         params: &[Datum],
         sink: Option<&mut dyn ResultSink>,
+        reads_one_row_set: Option<bool>,
     ) -> Result<Output> {
         match stmt {
             Statement::Query(_)
             | Statement::Insert(_)
             | Statement::Update(_)
-            | Statement::Delete(_) => self.row_statement(stmt, params, sink, None),
+            | Statement::Delete(_) => {
+                self.row_statement(stmt, params, sink, None, reads_one_row_set)
+            }
             Statement::StartTransaction { modes, .. } => {
                 let read_only = modes.iter().any(|m| {
                     matches!(
@@ -922,13 +922,15 @@ impl Session {
         Ok(())
     }
 
-    /// Runs a SELECT/INSERT/UPDATE/DELETE in the session's transaction.
+    /// Runs a SELECT/INSERT/UPDATE/DELETE in the session's transaction
+    /// (`reads_one_row_set` as for [`Self::dispatch`]).
     fn row_statement(
         &mut self,
         stmt: &Statement,
         params: &[Datum],
         sink: Option<&mut dyn ResultSink>,
         plan_cache: Option<&PlanCache>,
+        reads_one_row_set: Option<bool>,
     ) -> Result<Output> {
         let writes = !matches!(stmt, Statement::Query(_));
         if writes && self.read_only_txn {
@@ -938,10 +940,7 @@ impl Session {
             let mut options = self.txn_options();
             if self.autocommit
                 && options.isolation == Isolation::SnapshotIsolation
-                && self
-                    .head_reads_one_row_set
-                    .take()
-                    .unwrap_or_else(|| crate::lone_write::reads_one_row_set(stmt))
+                && reads_one_row_set.unwrap_or_else(|| crate::lone_write::reads_one_row_set(stmt))
             {
                 // See lone_write.rs: what InnoDB's REPEATABLE READ does
                 // for a write statement that runs alone.
