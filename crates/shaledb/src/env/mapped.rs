@@ -144,9 +144,9 @@ fn allocate(file: &File, offset: u64, len: u64) -> std::io::Result<()> {
 
 impl MappedWritable {
     /// Creates (truncating) `path` and maps its first window; `None` if the
-    /// file system cannot preallocate (tmpfs before 2.6.x, some overlay and
-    /// network file systems) or the page size does not divide [`WINDOW`]:
-    /// the caller then uses a buffered file.
+    /// file system cannot preallocate (`fallocate` answers `EOPNOTSUPP`,
+    /// as some network and FUSE file systems do) or the page size does not
+    /// divide [`WINDOW`]: the caller then uses a buffered file.
     pub fn create(path: &Path) -> Result<Option<MappedWritable>> {
         // SAFETY: sysconf has no memory arguments.
         let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
