@@ -76,9 +76,20 @@ fn random_statements_match_the_model_across_reopens() {
     let mut rng = Rng(seed);
     let dir = tempfile::tempdir().unwrap();
     let open = || {
-        let sql =
-            Database::open(shaledb::Db::open(dir.path(), shaledb::Options::default()).unwrap())
-                .unwrap();
+        // The background sweeper holds the engine until the end of a sweep
+        // it started before the last `Database` was dropped, and the
+        // directory stays locked until then: wait for it (bounded).
+        let mut tries = 0;
+        let db = loop {
+            match shaledb::Db::open(dir.path(), shaledb::Options::default()) {
+                Err(shaledb::Error::Locked(_)) if tries < 500 => {
+                    tries += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                }
+                other => break other.unwrap(),
+            }
+        };
+        let sql = Database::open(db).unwrap();
         // Background sweeps of unused schema versions run between and
         // during the statements (docs/tables.md, "Retiring schema versions").
         sql.set_schema_sweep_interval(std::time::Duration::from_millis(5));
