@@ -241,14 +241,7 @@ impl WritableFile for MappedWritable {
     }
 
     fn sync_handle(&self) -> Result<Option<Arc<dyn FileSync>>> {
-        let file = self
-            .file
-            .try_clone()
-            .map_err(|e| Error::io("dup", &self.path, e))?;
-        Ok(Some(Arc::new(super::posix::PosixSync {
-            file,
-            path: self.path.clone(),
-        })))
+        super::posix::sync_handle_of(&self.file, &self.path).map(Some)
     }
 }
 

@@ -70,23 +70,25 @@ impl WritableFile for PosixWritable {
     }
 
     fn sync_handle(&self) -> Result<Option<Arc<dyn FileSync>>> {
-        // A duplicated descriptor of the same open file: fdatasync through
-        // it covers every write(2) made through `file` before it.
-        let file = self
-            .file
-            .try_clone()
-            .map_err(|e| Error::io("dup", &self.path, e))?;
-        Ok(Some(Arc::new(PosixSync {
-            file,
-            path: self.path.clone(),
-        })))
+        sync_handle_of(&self.file, &self.path).map(Some)
     }
 }
 
 /// The fsync side of a [`PosixWritable`] (and of a mapped file).
-pub(super) struct PosixSync {
-    pub(super) file: File,
-    pub(super) path: PathBuf,
+struct PosixSync {
+    file: File,
+    path: PathBuf,
+}
+
+/// A handle that fdatasyncs `file` from any thread: a duplicated descriptor
+/// of the same open file, so a sync through it covers every write made
+/// through `file` (by `write(2)` or through a shared mapping) before it.
+pub(super) fn sync_handle_of(file: &File, path: &Path) -> Result<Arc<dyn FileSync>> {
+    let file = file.try_clone().map_err(|e| Error::io("dup", path, e))?;
+    Ok(Arc::new(PosixSync {
+        file,
+        path: path.to_owned(),
+    }))
 }
 
 impl FileSync for PosixSync {
