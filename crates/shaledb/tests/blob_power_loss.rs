@@ -2,15 +2,20 @@
 //! in-memory file system: synced writes survive, and the database reopens to
 //! a prefix of the writes with every value intact, also when the crash kept
 //! unsynced WAL bytes whose values were lost (recovery cuts the WAL there).
+//! Both with buffered value files and with staged direct ones
+//! (`blob_direct_io`: the stage file and the writer thread of
+//! docs/format-blob.md section 6; the in-memory file system has no
+//! `O_DIRECT`, the staging logic is the same).
 #![allow(clippy::unwrap_used, clippy::indexing_slicing)] // a panic in a test is a failure
 
 use shaledb::env::mem::MemFs;
 use shaledb::{Db, Options, ReadOptions, WriteOptions};
 use std::path::Path;
 
-fn opts(fs: &MemFs) -> Options {
+fn opts(fs: &MemFs, direct: bool) -> Options {
     Options {
         fs: fs.arc(),
+        blob_direct_io: direct,
         min_blob_size: 64,
         blob_file_size: 64 << 10,
         write_buffer_size: 64 << 10,
@@ -37,8 +42,8 @@ fn value(i: u32) -> Vec<u8> {
 
 /// Reopens and returns how many leading writes survived, asserting that
 /// exactly a prefix survived with intact values.
-fn surviving_prefix(fs: &MemFs, dir: &Path, written: u32) -> u32 {
-    let db = Db::open(dir, opts(fs)).unwrap();
+fn surviving_prefix(fs: &MemFs, dir: &Path, written: u32, direct: bool) -> u32 {
+    let db = Db::open(dir, opts(fs, direct)).unwrap();
     let mut it = db.iter(&ReadOptions::default()).unwrap();
     it.seek_to_first().unwrap();
     let mut n = 0;
@@ -55,6 +60,15 @@ fn surviving_prefix(fs: &MemFs, dir: &Path, written: u32) -> u32 {
 
 #[test]
 fn synced_blob_writes_survive_power_loss_and_a_prefix_remains() {
+    power_loss_rounds(false);
+}
+
+#[test]
+fn synced_staged_blob_writes_survive_power_loss_and_a_prefix_remains() {
+    power_loss_rounds(true);
+}
+
+fn power_loss_rounds(direct: bool) {
     let mut lost_some = false;
     for round in 0..10u32 {
         let fs = MemFs::new();
@@ -65,13 +79,13 @@ fn synced_blob_writes_survive_power_loss_and_a_prefix_remains() {
             next = if epoch == 0 {
                 0
             } else {
-                surviving_prefix(&fs, dir, next)
+                surviving_prefix(&fs, dir, next, direct)
             };
             assert!(
                 next >= synced_upto,
                 "round {round} epoch {epoch}: lost synced writes: {next} < {synced_upto}"
             );
-            let db = Db::open(dir, opts(&fs)).unwrap();
+            let db = Db::open(dir, opts(&fs, direct)).unwrap();
             for _ in 0..400 + round * 97 {
                 let sync = next.is_multiple_of(7 + round);
                 let wo = WriteOptions {
@@ -95,7 +109,7 @@ fn synced_blob_writes_survive_power_loss_and_a_prefix_remains() {
             }
             drop(db);
         }
-        let n = surviving_prefix(&fs, dir, next);
+        let n = surviving_prefix(&fs, dir, next, direct);
         eprintln!("round {round}: wrote {next}, synced {synced_upto}, survived {n}");
         lost_some |= n < next;
         assert!(

@@ -4,6 +4,9 @@
 //!
 //! - `format.rs`: header, record, footer and index codecs.
 //! - `writer.rs`: the active value file, appended by the group-commit leader.
+//! - `staged.rs`: with `blob_direct_io`, the active file's stage file and
+//!   writer thread (puts do not wait for `O_DIRECT` writes);
+//!   `stage_recovery.rs` merges a stage file back at open.
 //! - `reader.rs`: point reads of a value and record scans.
 //! - `gc.rs`: garbage collection (rewrite live records, re-point keys).
 //! - `cache.rs`: the value cache with single-flight reads.
@@ -22,6 +25,8 @@ pub(crate) mod dead;
 pub(crate) mod format;
 pub(crate) mod gc;
 pub(crate) mod reader;
+pub(crate) mod stage_recovery;
+pub(crate) mod staged;
 pub(crate) mod writer;
 
 use crate::env::{FileSystem, RandomAccessFile};
@@ -48,6 +53,10 @@ pub(crate) struct BlobFile {
     fs: Arc<dyn FileSystem>,
     /// The store's value cache (`Options::blob_cache_size`), if any.
     pub cache: Option<Arc<cache::ValueCache>>,
+    /// While a staged active file is written: its stage file and written
+    /// length (records past it are read from the stage). Looked at only
+    /// while the file is not sealed.
+    pub stage: Mutex<Option<Arc<staged::StageView>>>,
 }
 
 impl BlobFile {
@@ -73,7 +82,18 @@ impl BlobFile {
             obsolete: AtomicBool::new(false),
             fs: fs.clone(),
             cache: cache.clone(),
+            stage: Mutex::new(None),
         })
+    }
+
+    /// The stage file to read a record ending at `end` from, if the value
+    /// file may not hold it yet.
+    pub fn stage_for(&self, end: u64) -> Option<Arc<dyn crate::env::ExtentFile>> {
+        if self.sealed.load(Ordering::Acquire) {
+            return None;
+        }
+        let view = self.stage.lock().clone()?;
+        (view.written() < end).then(|| Arc::clone(&view.stage))
     }
 }
 
@@ -190,6 +210,14 @@ impl BlobStore {
             .filter_map(|n| format::parse_blob_name(n))
             .collect();
         numbers.sort_unstable();
+        let staged: Vec<u64> = fs
+            .list_dir(dir)?
+            .iter()
+            .filter_map(|n| staged::parse_stage_name(n))
+            .collect();
+        for n in staged {
+            stage_recovery::recover(&fs, dir, n)?;
+        }
         let mut set = FileSet::new();
         for &n in &numbers {
             reader::cut_torn_tail(&fs, dir, n)?;

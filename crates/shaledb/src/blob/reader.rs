@@ -84,6 +84,18 @@ fn read_record(file: &BlobFile, key: &[u8], idx: &BlobIndex) -> Result<Vec<u8>> 
         .record_len(key.len())
         .ok_or_else(|| bad("BlobIndex length overflows"))?;
     let mut buf = vec![0u8; len];
+    if let Some(stage) = file.stage_for(idx.offset.saturating_add(len as u64)) {
+        // Not yet in the value file: the stage has it, unless the writer
+        // thread wrote and punched it since (then it fails a check below
+        // and the value file has it).
+        let at = super::staged::STAGE_HEADER.saturating_add(idx.offset);
+        if stage.read_exact_at(at, &mut buf).is_ok() {
+            if let Ok(kv) = check_record(file, key, idx, std::mem::take(&mut buf)) {
+                return Ok(kv);
+            }
+        }
+        buf = vec![0u8; len];
+    }
     file.file
         .read_exact_at(idx.offset, &mut buf)
         .map_err(|e| match e {
@@ -92,6 +104,12 @@ fn read_record(file: &BlobFile, key: &[u8], idx: &BlobIndex) -> Result<Vec<u8>> 
             }
             other => other,
         })?;
+    check_record(file, key, idx, buf)
+}
+
+/// Checks that `buf` is the record `idx` of `key`; returns `key || value`.
+fn check_record(file: &BlobFile, key: &[u8], idx: &BlobIndex, mut buf: Vec<u8>) -> Result<Vec<u8>> {
+    let bad = |reason: &str| Error::corruption(&file.path, idx.offset, reason.to_string());
     let h = RecordHeader::decode(&buf).ok_or_else(|| bad("short record"))?;
     if h.key_len as usize != key.len() || u64::from(h.value_len) != idx.value_len {
         return Err(bad("record lengths differ from the BlobIndex"));

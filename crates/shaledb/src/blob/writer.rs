@@ -63,10 +63,36 @@ impl BlobStore {
         })
     }
 
+    /// Creates the next active file: with `O_DIRECT` value files, a staged
+    /// one (`staged.rs`: puts do not wait for the device); else as
+    /// [`BlobStore::create_file`].
+    fn create_active(&self) -> Result<NewFile> {
+        if !self.direct {
+            return self.create_file();
+        }
+        let number = self.new_number();
+        let mut w = super::staged::StagedWriter::create(&self.fs, &self.dir, number)?;
+        w.append(&format::encode_header())?;
+        let handle = Arc::new(BlobFile::new(
+            &self.fs,
+            &self.dir,
+            number,
+            (HEADER_LEN as u64, false),
+            (self.direct_reads, &self.cache),
+        )?);
+        *handle.stage.lock() = Some(w.view());
+        Ok(NewFile {
+            w: Box::new(w),
+            handle,
+            records: 0,
+        })
+    }
+
     /// Appends the footer and fsyncs: the file is complete.
     pub(crate) fn seal_file(&self, f: &mut NewFile) -> Result<()> {
         let end = f.w.len();
         f.w.append(&format::encode_footer(f.records, end))?;
+        f.w.complete()?;
         f.w.sync()?;
         self.trim(&f.handle, f.w.len())?;
         f.handle.bytes.store(f.w.len(), Ordering::Release);
@@ -81,7 +107,7 @@ impl BlobStore {
     fn seal_active(&self, mut a: ActiveFile) -> Result<()> {
         let end = a.w.len();
         a.w.append(&format::encode_footer(a.records, end))?;
-        a.w.flush()?;
+        a.w.complete()?;
         self.trim(&a.handle, a.w.len())?;
         a.handle.bytes.store(a.w.len(), Ordering::Release);
         a.handle.sealed.store(true, Ordering::Release);
@@ -145,7 +171,7 @@ impl BlobStore {
         let active = match guard.as_mut() {
             Some(a) => a,
             None => {
-                let f = self.create_file()?;
+                let f = self.create_active()?;
                 self.add_file(f.handle.clone());
                 guard.insert(ActiveFile {
                     w: f.w,

@@ -2,7 +2,7 @@
 //! engine treats a failed write or fsync as sticky and never retries a sync.
 //!
 //! Every *mutating* operation is counted ([`FaultFs::ops`]): `create`
-//! (and `create_mapped`, counted as a `create`),
+//! (and `create_mapped` and `create_direct_extent`, counted as a `create`),
 //! `open_extent_file`, `rename`, `remove_file`, `create_dir_all`, `sync_dir`,
 //! `truncate`, and on handles `append`, `flush`, `sync`, `write_all_at` and
 //! the sync handle's `sync_data` (a sync).
@@ -272,6 +272,15 @@ impl FileSystem for FaultFs {
         self.check(OpKind::Other, "open", path)?;
         Ok(Arc::new(FaultExtent {
             inner: self.inner.open_extent_file(path)?,
+            ctl: Arc::clone(&self.ctl),
+            path: path.to_owned(),
+        }))
+    }
+
+    fn create_direct_extent(&self, path: &Path) -> Result<Arc<dyn ExtentFile>> {
+        self.check(OpKind::Other, "create", path)?;
+        Ok(Arc::new(FaultExtent {
+            inner: self.inner.create_direct_extent(path)?,
             ctl: Arc::clone(&self.ctl),
             path: path.to_owned(),
         }))

@@ -34,6 +34,13 @@ pub trait WritableFile: Send + Sync {
     fn sync(&mut self) -> Result<()>;
     /// Bytes appended so far (including buffered ones).
     fn len(&self) -> u64;
+    /// Writes everything appended to the file itself, so that the file
+    /// holds every byte (not necessarily durably); no append follows. A
+    /// staged value file (`blob/staged.rs`) waits for its writer thread
+    /// and removes its stage file here. Default: `flush`.
+    fn complete(&mut self) -> Result<()> {
+        self.flush()
+    }
     /// True if nothing was appended.
     fn is_empty(&self) -> bool {
         self.len() == 0
@@ -138,6 +145,17 @@ pub trait FileSystem: Send + Sync + 'static {
     }
     /// Opens (creating if missing) a data file for offset writes and reads.
     fn open_extent_file(&self, path: &Path) -> Result<Arc<dyn ExtentFile>>;
+    /// Creates (or truncates) a file for positioned writes that bypass the
+    /// page cache where the file system supports it (the active value file
+    /// with `Options::blob_direct_io`, written by `blob/staged.rs`). Every
+    /// write's offset, length and buffer address must then be multiples of
+    /// 4 KiB; reads through this handle are not used. Default: an extent
+    /// file truncated to zero.
+    fn create_direct_extent(&self, path: &Path) -> Result<Arc<dyn ExtentFile>> {
+        let f = self.open_extent_file(path)?;
+        self.truncate(path, 0)?;
+        Ok(f)
+    }
     /// Atomically renames `from` to `to`, replacing `to`.
     fn rename(&self, from: &Path, to: &Path) -> Result<()>;
     /// Removes a file.

@@ -1,0 +1,86 @@
+//! Staged direct writes of the active value file (`blob_direct_io`,
+//! docs/format-blob.md section 6), on the real file system: values read
+//! back while they are only in the stage file, while the writer thread
+//! writes them to the value file and punches them out of the stage, and
+//! after; the stage file is gone after close.
+#![allow(clippy::unwrap_used, clippy::indexing_slicing)] // a panic in a test is a failure
+
+use shaledb::{Db, Options};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+fn key(i: u64) -> Vec<u8> {
+    format!("k{i:06}").into_bytes()
+}
+
+fn value(i: u64) -> Vec<u8> {
+    let mut v = format!("value-{i}-").into_bytes();
+    v.resize(2000 + (i as usize * 37) % 4000, b'a' + (i % 26) as u8);
+    v
+}
+
+fn stage_files(dir: &std::path::Path) -> usize {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .filter(|e| {
+            let p = e.as_ref().unwrap().path();
+            p.extension().is_some_and(|x| x == "stage")
+        })
+        .count()
+}
+
+#[test]
+fn staged_values_read_back_while_the_writer_thread_punches_them() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("db");
+    let o = Options {
+        min_blob_size: 1024,
+        blob_file_size: 64 << 20,
+        blob_direct_io: true,
+        blob_direct_reads: true,
+        ..Options::default()
+    };
+    let db = Db::open(&dir, o.clone()).unwrap();
+    // ~12 MiB of values: 12 pieces written, stage pages punched at 4 and 8 MiB.
+    const N: u64 = 3000;
+    let acked = Arc::new(AtomicU64::new(0));
+    let done = Arc::new(AtomicBool::new(false));
+    let reader = {
+        let (db, acked, done) = (db.clone(), Arc::clone(&acked), Arc::clone(&done));
+        std::thread::spawn(move || {
+            let mut reads = 0u64;
+            let mut x = 12345u64;
+            while !done.load(Ordering::Acquire) {
+                let n = acked.load(Ordering::Acquire);
+                if n == 0 {
+                    continue;
+                }
+                // The newest write half the time (likely still staged), else any.
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                let i = if x & 1 == 0 { n - 1 } else { (x >> 33) % n };
+                assert_eq!(db.get(&key(i)).unwrap(), Some(value(i)), "key {i}");
+                reads += 1;
+            }
+            reads
+        })
+    };
+    for i in 0..N {
+        db.put(&key(i), &value(i)).unwrap();
+        acked.store(i + 1, Ordering::Release);
+    }
+    assert_eq!(stage_files(&dir), 1, "the active file is staged");
+    for i in 0..N {
+        assert_eq!(db.get(&key(i)).unwrap(), Some(value(i)), "key {i}");
+    }
+    done.store(true, Ordering::Release);
+    let reads = reader.join().unwrap();
+    assert!(reads > 0);
+    db.close().unwrap();
+    assert_eq!(stage_files(&dir), 0, "close completes the staged file");
+    let db = Db::open(&dir, o).unwrap();
+    for i in 0..N {
+        assert_eq!(db.get(&key(i)).unwrap(), Some(value(i)), "key {i}");
+    }
+}
