@@ -101,7 +101,10 @@ pub struct Options {
     /// supports it; else buffered): the values bypass the page cache, so
     /// sustained writes run at device speed rather than at the speed of
     /// dirty-page writeback (docs/benchmarks.md, "Key-value separation").
-    /// Each write group waits for the device. Off by default.
+    /// The active file is staged (docs/format-blob.md, section 6): a write
+    /// group copies its values to a stage file in the page cache (kill -9
+    /// safe) and a writer thread writes them in 1 MiB `O_DIRECT` pieces,
+    /// so only `sync=true` groups wait for the device. Off by default.
     pub blob_direct_io: bool,
     /// Read values with `O_DIRECT` (Linux, where supported): point reads
     /// and scans go to the device, so the page cache neither hides it nor
