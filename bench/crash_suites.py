@@ -2,15 +2,24 @@
 
 contest: the phases of the first PolarDB performance contest, scaled (T threads x N writes of
 8-byte keys and 4 KiB values). fio first measures the disk (sequential 1 MiB direct writes, 4 KiB
-direct random reads at queue depth T, sequential 1 MiB direct reads) and the figures go to a JSON
-file passed to shale-bench / fjall-bench as --device_limits. shale-bench and fjall-bench run
---benchmarks=contest (crash rounds, then write / read / range, all verified). RocksDB runs the
-nearest db_bench equivalents in three processes with the page cache dropped in between:
+direct random reads at queue depth T, sequential 1 MiB direct reads; files of --fio-size) and the
+figures go to a JSON file passed to shale-bench / fjall-bench as --device_limits. shale-bench and
+fjall-bench run --benchmarks=contest (crash rounds, then write / read / range, all verified).
+RocksDB runs the nearest db_bench equivalents in three processes with the page cache dropped in
+between (--contest-rocksdb-fill unique, the default):
 
-  fillrandom --num=T*N --writes=N   (T*N puts over a key range of T*N; db_bench --num is both
-                                      the key range and, without --writes, the per-thread count)
-  readrandom --num=T*N --reads=N    (T*N gets; keys that fillrandom never drew are misses)
+  filluniquerandom --num=T*N        (T*N puts of T*N distinct keys in a random order; db_bench
+                                      runs it with one thread: it has no multi-threaded fill of
+                                      distinct keys)
+  readrandom --num=T*N --reads=N    (T threads x N gets of keys drawn from [0, T*N): all found)
   readseq,readseq --num=T*N         (each of T threads scans the whole DB, twice)
+
+or, with --contest-rocksdb-fill random, the old `fillrandom --threads=T --num=T*N --writes=N`
+(T writer threads, but random draws: ~63% of the keys are distinct and ~37% of the reads miss).
+
+Engine variants (CONTEST_VARIANTS): `shale`, `rocksdb`, `fjall` with values inline, and
+`shale-blob`, `rocksdb-blob`, `fjall-blob` with key-value separation of values >= 1 KiB (direct
+I/O where the engine has it); each variant is a base engine plus extra flags.
 
 recover: for each value size (100 and 4096 B) write --recover-bytes with a write buffer larger
 than the data (nothing flushed), kill, drop the page cache and time the reopen = WAL replay.
@@ -162,8 +171,37 @@ def median(xs):
 
 PHASES = (("write", "seq_write_mib_s"), ("read", "rand_read_4k_mib_s"), ("range", "seq_read_mib_s"))
 
+# Values of at least this many bytes go to value (blob) files in the -blob variants.
+MIN_BLOB_SIZE = 1024
+
+# Contest engine variants: name -> (base engine, extra flags). The base engine picks the binary
+# (shale-bench --engine=shale, db_bench, fjall-bench); the flags are added to the shared ones.
+CONTEST_VARIANTS = {
+    "shale": ("shale", {}),
+    # ShaleDB's value files (Options::min_blob_size), written and read with O_DIRECT.
+    "shale-blob": ("shale", {"enable_blob_files": "true", "min_blob_size": MIN_BLOB_SIZE,
+                             "blob_direct_io": "true", "use_direct_reads": "true"}),
+    "rocksdb": ("rocksdb", {}),
+    # Integrated BlobDB. RocksDB has no blob-only direct I/O: use_direct_reads covers SST and
+    # blob reads, use_direct_io_for_flush_and_compaction the flush that writes the blob files.
+    # No blob cache (db_bench's use_blob_cache is off), blobs uncompressed, GC off (the phases
+    # overwrite nothing); blob_file_size stays 256 MiB, db_bench's default.
+    "rocksdb-blob": ("rocksdb", {"enable_blob_files": "true", "min_blob_size": MIN_BLOB_SIZE,
+                                 "blob_compression_type": "none", "use_direct_reads": "true",
+                                 "use_direct_io_for_flush_and_compaction": "true"}),
+    "fjall": ("fjall", {}),
+    # fjall's KV separation (KvSeparationOptions, threshold 1 KiB); fjall has no direct I/O.
+    "fjall-blob": ("fjall", {"enable_blob_files": "true", "min_blob_size": MIN_BLOB_SIZE}),
+}
+
+
+def contest_base(variant):
+    """The base engine (binary) of a contest variant."""
+    return CONTEST_VARIANTS[variant][0]
+
 
 def contest_engine_run(engine, binary, flags, limits_path, db, logf):
+    """shale-bench / fjall-bench --benchmarks=contest; `engine` is the base engine."""
     cmd = [binary] + ["--%s=%s" % kv for kv in flags.items()] + [
         "--benchmarks=contest", "--device_limits=" + limits_path, "--db=" + db, "--drop_caches=1"]
     if engine == "shale":
@@ -175,19 +213,36 @@ def contest_engine_run(engine, binary, flags, limits_path, db, logf):
             res[name[len("contest_"):]] = r
     if "check" not in res:
         res["check"] = {"skipped": True}
+    notes = [l.strip() for l in out.splitlines() if l.startswith("contest_space")]
+    if notes:
+        res["space_lines"] = notes
+    # Each reopen line says whether the page cache was dropped.
+    res["page_cache_dropped"] = all("page cache dropped" in (res.get(p) or {}).get("rest", "")
+                                    for p in ("read", "range"))
     return res
 
 
-def contest_rocksdb_run(flags, t, n, db, logf):
-    base = ["db_bench", "--db=" + db, "--threads=%d" % t, "--num=%d" % (t * n)] + \
-        ["--%s=%s" % kv for kv in flags.items() if kv[0] not in ("threads", "num", "contest_kills")]
+def contest_rocksdb_run(flags, t, n, db, logf, fill="unique", binary="db_bench"):
+    not_passed = ("threads", "num", "contest_kills", "contest_space")
+    common = [binary, "--db=" + db, "--num=%d" % (t * n)] + \
+        ["--%s=%s" % kv for kv in flags.items() if kv[0] not in not_passed]
+    base = common + ["--threads=%d" % t]
     res = {}
-    out, _ = run_cmd(base + ["--benchmarks=fillrandom", "--writes=%d" % n], logf)
-    res["write"] = dict(report_lines(out)).get("fillrandom")
+    if fill == "unique":
+        # One writer thread (db_bench forces it): every key of [0, T*N) once, in random order.
+        out, _ = run_cmd(common + ["--threads=1", "--benchmarks=filluniquerandom"], logf)
+        res["write"] = dict(report_lines(out)).get("filluniquerandom")
+    else:
+        out, _ = run_cmd(base + ["--benchmarks=fillrandom", "--writes=%d" % n], logf)
+        res["write"] = dict(report_lines(out)).get("fillrandom")
+    res["fill"] = fill
     dropped = drop_caches()
     out, _ = run_cmd(base + ["--use_existing_db=1", "--benchmarks=readrandom", "--reads=%d" % n], logf)
     res["read"] = dict(report_lines(out)).get("readrandom")
-    drop_caches()
+    m = re.search(r"\((\d+) of (\d+) found\)", (res["read"] or {}).get("rest", ""))
+    if m:
+        res["read_found"] = [int(m.group(1)), int(m.group(2))]
+    dropped = drop_caches() and dropped
     out, _ = run_cmd(base + ["--use_existing_db=1", "--benchmarks=readseq,readseq"], logf)
     scans = [r for name, r in report_lines(out) if name == "readseq"]
     secs = sum(r["seconds"] for r in scans)
@@ -198,41 +253,68 @@ def contest_rocksdb_run(flags, t, n, db, logf):
     return res
 
 
-def run_contest(args, engines, bins, tmp, logs_dir):
+def contest_shape(args):
+    """(threads, writes per thread) of the contest suite: --threads / --num, or --data-gib
+    (GiB of values: num = ceil(GiB * 2^30 / (T * 4096))), else 16 x 10,000 (quick 4 x 2,000)."""
     t = int(args.threads.split(",")[0]) if args.threads else (4 if args.quick else 16)
-    n = args.num or (2000 if args.quick else 10000)
+    gib = getattr(args, "data_gib", None)
+    if args.num:
+        n = args.num
+    elif gib:
+        n = int(math.ceil(gib * 1024 * MIB / (t * 4096)))
+    else:
+        n = 2000 if args.quick else 10000
+    return t, n
+
+
+def fio_size_for(args, data_bytes):
+    """--fio-size, else 4g for a data set of 4 GiB or more (the bar: not cached anywhere),
+    1g otherwise (256m with --quick)."""
+    if getattr(args, "fio_size", None):
+        return args.fio_size
+    if data_bytes >= 4 * 1024 * MIB:
+        return "4g"
+    return "256m" if args.quick else "1g"
+
+
+def run_contest(args, engines, bins, tmp, logs_dir):
+    """`engines` are CONTEST_VARIANTS names; `bins` maps base engines to binaries."""
+    t, n = contest_shape(args)
     rounds = args.rounds or 1
+    fill = getattr(args, "contest_rocksdb_fill", "unique")
     flags = {"threads": t, "num": n, "key_size": 8, "value_size": 4096, "compression_type": "none",
              "cache_size": 8 * MIB, "bloom_bits": 10, "write_buffer_size": 64 * MIB,
              "seed": args.seed, "progress_reports": 0, "contest_kills": args.contest_kills}
+    data_bytes = t * n * (8 + 4096)
     limits_path = os.path.join(tmp, "device_limits.json")
-    limits = device_limits(tmp, args.fio or (2 if args.quick else 10), t, limits_path,
-                           size="256m" if args.quick else "1g")
+    fio_size = fio_size_for(args, data_bytes)
+    limits = device_limits(tmp, args.fio or (2 if args.quick else 10), t, limits_path, size=fio_size)
     runs = []
     for rnd in range(1, rounds + 1):
         for e in engines:
+            base, extra = CONTEST_VARIANTS[e]
+            vflags = dict(flags, **extra)
+            if base == "shale" and getattr(args, "contest_space", False):
+                vflags["contest_space"] = "true"
             db = os.path.join(tmp, "r%d-%s" % (rnd, e))
             logf = os.path.join(logs_dir, "r%d-%s.txt" % (rnd, e)) if args.keep_logs else None
             log("[round %d/%d] contest %s" % (rnd, rounds, e))
-            if e == "rocksdb":
-                res = contest_rocksdb_run(flags, t, n, db, logf)
+            t0 = time.time()
+            if base == "rocksdb":
+                res = contest_rocksdb_run(vflags, t, n, db, logf, fill, bins.get("rocksdb") or "db_bench")
             else:
-                res = contest_engine_run(e, bins[e], flags, limits_path, db, logf)
-            runs.append({"round": rnd, "engine": e, "results": res})
+                res = contest_engine_run(base, bins[base], vflags, limits_path, db, logf)
+            runs.append({"round": rnd, "engine": e, "base": base, "extra_flags": extra,
+                         "wall_seconds": round(time.time() - t0, 1), "results": res})
+            # Each engine's DB goes before the next one starts (the disk holds one at a time).
             shutil.rmtree(db, ignore_errors=True)
 
-    total_mib = t * n * (8 + 4096) / MIB
-    print("\nSuite contest: %d threads x %d writes of 8 B keys + 4096 B values (%.0f MiB), %d round(s)"
-          % (t, n, total_mib, rounds))
-    cols = ["phase"]
-    for e in engines:
-        cols += ["%s s" % e, "MB/s", "% dev"]
-    cols += ["device MB/s", "device probe"]
+    total_mib = data_bytes / MIB
+    print("\nSuite contest: %d threads x %d writes of 8 B keys + 4096 B values (%.0f MiB), %d round(s), "
+          "fio files %s" % (t, n, total_mib, rounds, fio_size))
     probes = {"write": "fio seq write 1M", "read": "fio 4K randread QD%d" % t, "range": "fio seq read 1M"}
     summary = []
-    rows = []
     for phase, key in PHASES:
-        row = [phase]
         srow = {"phase": phase, "device_mib_s": limits.get(key), "engines": {}}
         for e in engines:
             rs = [r["results"].get(phase) for r in runs if r["engine"] == e]
@@ -240,20 +322,50 @@ def run_contest(args, engines, bins, tmp, logs_dir):
             secs = median([r["seconds"] for r in rs])
             mb = median([r["mb_per_sec"] for r in rs])
             srow["engines"][e] = {"seconds": secs, "mb_per_sec": mb, "pct_of_device": pct(mb, limits.get(key))}
-            row += [fmt(secs, 3), fmt(mb), fmt(pct(mb, limits.get(key)))]
-        row += [fmt(limits.get(key)), probes[phase]]
-        rows.append(row)
         summary.append(srow)
+    # One row per variant (six variants do not fit side by side), then the device row.
+    cols = ["engine"]
+    for phase, _ in PHASES:
+        cols += ["%s s" % phase, "MB/s", "% dev"]
+    rows = []
+    for e in engines:
+        row = [e]
+        for srow in summary:
+            v = srow["engines"][e]
+            row += [fmt(v["seconds"], 3), fmt(v["mb_per_sec"]), fmt(v["pct_of_device"])]
+        rows.append(row)
+    dev = ["device (fio)"]
+    for srow in summary:
+        dev += ["", fmt(srow["device_mib_s"]), ""]
+    rows.append(dev)
     print_table(cols, rows)
+    print("device probes: " + "; ".join("%s = %s" % (p, probes[p]) for p, _ in PHASES))
     checks = [(r["engine"], r["results"].get("check", {})) for r in runs]
     for e, c in checks:
         if c.get("skipped") or "rest" not in c:
             continue
         print("crash check %s: %s in %.2f s" % (e, c.get("rest", "").strip("()"), c.get("seconds", 0)))
-    if "rocksdb" in engines:
-        print("rocksdb: db_bench fillrandom/readrandom/readseq x2 with --num=%d --writes/--reads=%d "
-              "(no crash check; random keys repeat, so about 37%% of its reads miss)" % (t * n, n))
-    return {"suite": "contest", "flags": flags, "device_limits": limits, "summary": summary, "runs": runs}
+    for r in runs:
+        for line in r["results"].get("space_lines", []):
+            print("%s: %s" % (r["engine"], line))
+    for r in runs:
+        if not r["results"].get("page_cache_dropped", True):
+            print("WARNING: %s: the page cache was NOT dropped between phases (see its log)" % r["engine"])
+    if any(contest_base(e) == "rocksdb" for e in engines):
+        if fill == "unique":
+            print("rocksdb: db_bench filluniquerandom --threads=1 --num=%d (db_bench fills distinct keys "
+                  "with one thread only), then readrandom --threads=%d --reads=%d and readseq x2 with "
+                  "--threads=%d (all reads hit; no crash check)" % (t * n, t, n, t))
+        else:
+            print("rocksdb: db_bench fillrandom/readrandom/readseq x2 with --num=%d --writes/--reads=%d "
+                  "(no crash check; random keys repeat, so about 37%% of its reads miss)" % (t * n, n))
+        for r in runs:
+            found = r["results"].get("read_found")
+            if found:
+                print("%s read: %d of %d found (thread 0)" % (r["engine"], found[0], found[1]))
+    variants = {e: {"base": CONTEST_VARIANTS[e][0], "extra_flags": CONTEST_VARIANTS[e][1]} for e in engines}
+    return {"suite": "contest", "flags": flags, "variants": variants, "rocksdb_fill": fill,
+            "device_limits": limits, "summary": summary, "runs": runs}
 
 
 # ---------------------------------------------------------------- recover

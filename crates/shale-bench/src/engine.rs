@@ -150,6 +150,13 @@ pub trait KvEngine: Send + Sync {
         None
     }
 
+    /// Collects the garbage of key-value separation (dead values in value files) now and
+    /// returns what it did; `None` (the default) if the engine has no such call. Used by the
+    /// `contest` benchmark's `--contest_space` phase.
+    fn collect_garbage(&self) -> Result<Option<String>, EngineError> {
+        Ok(None)
+    }
+
     /// Convenience: the value as an owned vector.
     fn get_vec(&self, key: &[u8]) -> Result<Option<Vec<u8>>, EngineError> {
         let mut out = None;

@@ -100,6 +100,9 @@ pub struct Flags {
     /// `--contest_check_num`: writes per thread in each crash round; negative means
     /// `max(1, num / 10)`.
     pub contest_check_num: i64,
+    /// `--contest_space`: after the range phase, overwrite half the keys and report the DB's
+    /// space amplification before and after the engine's value-file GC.
+    pub contest_space: bool,
     /// `--recover_bytes`: bytes of keys + values the `recover` benchmark writes before the kill.
     pub recover_bytes: u64,
     /// `--device_limits`: JSON file of fio figures (written by bench/compare) to relate MB/s to.
@@ -183,6 +186,7 @@ impl Default for Flags {
             engine: None,
             contest_kills: 3,
             contest_check_num: -1,
+            contest_space: false,
             recover_bytes: 1 << 30,
             device_limits: String::new(),
             drop_caches: true,
@@ -247,6 +251,7 @@ const HELP: &[(&str, &str, &str)] = &[
     ("engine", "(first backend of this binary)", "Backend to benchmark (not a db_bench flag)."),
     ("contest_kills", "3", "contest: crash rounds of the correctness phase; each starts a writer child process and SIGKILLs it at a random point, then reopens and verifies (0 = skip; skipped for non-persistent engines)"),
     ("contest_check_num", "-1", "contest: writes per thread in each crash round. If negative, max(1, num/10)."),
+    ("contest_space", "false", "contest: after the range phase, every thread overwrites every second key it wrote (contest_overwrite), then the DB directory's bytes are reported against the live data before and after the engine's value-file GC (contest_space; ShaleDB: flush, then collect_blob_garbage(0.75)), and one scan verifies every key and value"),
     ("recover_bytes", "1073741824", "recover: bytes of keys + values written (unflushed) before the writer is killed"),
     ("device_limits", "\"\"", "contest, recover: JSON file of device limits written by bench/compare (seq_write_mib_s, rand_read_4k_mib_s, seq_read_mib_s); phase MB/s are also printed as a percentage of them"),
     ("recovery_threads", "-1", "Threads replaying the write-ahead log when the DB is opened (ShaleDB: 0 or 1 = serial replay); negative = the engine's default"),
@@ -302,6 +307,7 @@ fn kind(name: &str) -> &'static str {
         | "statistics"
         | "progress_reports"
         | "drop_caches"
+        | "contest_space"
         | "enable_blob_files"
         | "blob_direct_io"
         | "use_direct_reads"
@@ -411,6 +417,7 @@ impl Flags {
             "engine" => self.engine = Some(v.to_string()),
             "contest_kills" => self.contest_kills = parse_num(name, v)?,
             "contest_check_num" => self.contest_check_num = parse_num(name, v)?,
+            "contest_space" => self.contest_space = parse_bool(name, v)?,
             "recover_bytes" => self.recover_bytes = parse_num(name, v)?,
             "device_limits" => self.device_limits = v.to_string(),
             "drop_caches" => self.drop_caches = parse_bool(name, v)?,

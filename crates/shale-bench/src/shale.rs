@@ -89,7 +89,10 @@ impl EngineFactory for ShaleFactory {
 
     fn open(&self, o: &EngineOptions) -> Result<Box<dyn KvEngine>, EngineError> {
         let db = Db::open(&o.path, options_for(o)?).map_err(EngineError::new)?;
-        Ok(Box::new(ShaleEngine { db }))
+        Ok(Box::new(ShaleEngine {
+            db,
+            value_files: o.min_blob_size > 0,
+        }))
     }
 
     fn describe(&self, o: &EngineOptions) -> Vec<String> {
@@ -113,6 +116,8 @@ impl EngineFactory for ShaleFactory {
 /// A ShaleDB instance behind the harness interface.
 pub struct ShaleEngine {
     db: Db,
+    /// Key-value separation is on (`--enable_blob_files` with `--min_blob_size` > 0).
+    value_files: bool,
 }
 
 impl ShaleEngine {
@@ -209,6 +214,27 @@ impl KvEngine for ShaleEngine {
 
     fn stats(&self) -> Option<String> {
         self.db.property("shale.stats")
+    }
+
+    /// `Db::collect_blob_garbage(0.75)`: every sealed value file less than 75% live is
+    /// rewritten (the threshold `blob_bench gc` uses, docs/benchmarks.md).
+    fn collect_garbage(&self) -> Result<Option<String>, EngineError> {
+        if !self.value_files {
+            return Ok(None);
+        }
+        let s = self
+            .db
+            .collect_blob_garbage(0.75)
+            .map_err(EngineError::new)?;
+        Ok(Some(format!(
+            "collect_blob_garbage(0.75): {} files scanned, {} rewritten, {:.1} MiB copied, {} \
+             deleted, {} waiting",
+            s.files_scanned,
+            s.files_rewritten,
+            s.bytes_rewritten as f64 / 1_048_576.0,
+            s.files_deleted,
+            s.files_waiting
+        )))
     }
 
     fn close(self: Box<Self>) -> Result<(), EngineError> {

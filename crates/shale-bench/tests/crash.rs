@@ -110,6 +110,43 @@ fn shaledb_passes_contest() {
     passes_contest("shale");
 }
 
+/// `--contest_space` with ShaleDB's value files: half the keys overwritten, the value-file GC
+/// shrinks the directory, and the scan after it verifies every entry.
+#[cfg(feature = "shale")]
+#[test]
+fn shaledb_reports_space_before_and_after_gc() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let o = shale_bench(
+        dir.path(),
+        &[
+            "--engine=shale",
+            "--benchmarks=contest",
+            "--threads=2",
+            "--num=400",
+            "--contest_kills=0",
+            "--contest_space=true",
+            "--enable_blob_files=true",
+            "--min_blob_size=1024",
+        ],
+    );
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    assert!(t.contains("contest_overwrite :"), "{t}");
+    let line = t
+        .lines()
+        .find(|l| l.starts_with("contest_space :"))
+        .unwrap_or_else(|| panic!("no contest_space line: {t}"));
+    assert!(line.contains("collect_blob_garbage(0.75)"), "{line}");
+    assert!(line.contains("800 entries verified by a scan"), "{line}");
+    let amps: Vec<f64> = line
+        .split("(amp ")
+        .skip(1)
+        .filter_map(|s| s.split(')').next()?.parse().ok())
+        .collect();
+    assert_eq!(amps.len(), 2, "{line}");
+    assert!(amps[1] < amps[0], "GC did not shrink the directory: {line}");
+}
+
 #[cfg(feature = "shale")]
 #[test]
 fn shaledb_recovers() {

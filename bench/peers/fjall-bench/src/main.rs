@@ -29,12 +29,22 @@
 //!   level (RocksDB's default: table readers hold them beside the block cache), `true` pins none;
 //!   not given keeps fjall's default (index pinned on L0 and L1, filter on L0). fjall stores the
 //!   policy with the keyspace when it is created, so the fill run must be given it too.
+//! * `--enable_blob_files=true --min_blob_size=N` (db_bench's BlobDB flags, also shale-bench's)
+//!   → fjall's key-value separation (`KeyspaceCreateOptions::with_kv_separation` with
+//!   `KvSeparationOptions::separation_threshold(N)`): values of at least N bytes go to blob
+//!   files, the tree keeps a pointer. Blob compression follows `--compression_type`; blob file
+//!   size (64 MiB) and its GC thresholds stay fjall's defaults. Like the pinning policy it is
+//!   stored with the keyspace when it is created. fjall has no direct I/O: `--use_direct_reads`
+//!   and `--blob_direct_io` are ignored (the header says so).
 
 use fjall::config::{
     BlockSizePolicy, BloomConstructionPolicy, CompressionPolicy, FilterPolicy, FilterPolicyEntry,
     PinningPolicy,
 };
-use fjall::{CompressionType, Database, Iter, Keyspace, KeyspaceCreateOptions, PersistMode, Slice};
+use fjall::{
+    CompressionType, Database, Iter, Keyspace, KeyspaceCreateOptions, KvSeparationOptions,
+    PersistMode, Slice,
+};
 use shale_bench::{
     BatchOp, Compression, CursorStart, EngineError, EngineFactory, EngineOptions, KvCursor,
     KvEngine, WalFiles, WriteOpts,
@@ -80,11 +90,24 @@ fn keyspace_options(o: &EngineOptions) -> KeyspaceCreateOptions {
             .index_block_pinning_policy(PinningPolicy::all(!cached))
             .filter_block_pinning_policy(PinningPolicy::all(!cached));
     }
+    if let Some(opts) = kv_separation(o) {
+        ks = ks.with_kv_separation(Some(opts));
+    }
     ks.max_memtable_size(o.write_buffer_size)
         .filter_policy(filter)
         .data_block_compression_policy(CompressionPolicy::all(compression(o.compression)))
         .data_block_size_policy(BlockSizePolicy::all(block_size(o)))
         .manual_journal_persist(false)
+}
+
+/// Key-value separation for `--enable_blob_files=true --min_blob_size=N` (N > 0): values of at
+/// least N bytes (u32::MAX if N does not fit) go to blob files, compressed as the data blocks.
+fn kv_separation(o: &EngineOptions) -> Option<KvSeparationOptions> {
+    (o.min_blob_size > 0).then(|| {
+        KvSeparationOptions::default()
+            .separation_threshold(u32::try_from(o.min_blob_size).unwrap_or(u32::MAX))
+            .compression(compression(o.compression))
+    })
 }
 
 impl EngineFactory for FjallFactory {
@@ -123,6 +146,21 @@ impl EngineFactory for FjallFactory {
             v.push("NOTE:       fjall 3 has no zstd; using LZ4 instead".into());
         }
         v.push("NOTE:       --disable_wal is not supported by fjall and is ignored".into());
+        if let Some(kv) = kv_separation(o) {
+            v.push(format!(
+                "KV sep.:    values >= {} B in blob files ({} MiB target, compression {})",
+                kv.separation_threshold,
+                kv.file_target_size >> 20,
+                kv.compression
+            ));
+        }
+        if o.direct_reads || o.blob_direct_io {
+            v.push(
+                "NOTE:       fjall has no direct I/O; --use_direct_reads and --blob_direct_io \
+                 are ignored"
+                    .into(),
+            );
+        }
         if let Some(cached) = o.cache_index_and_filter_blocks {
             v.push(format!(
                 "Pinning:    index and filter blocks pinned on {} level",
@@ -213,7 +251,8 @@ impl KvEngine for FjallEngine {
         Some(format!(
             "fjall.tables: {}\nfjall.l0_tables: {}\nfjall.disk_space: {}\n\
              fjall.journal_count: {}\nfjall.compactions_completed: {}\n\
-             fjall.time_compacting_us: {}\nfjall.cache_size: {} / {}\n",
+             fjall.time_compacting_us: {}\nfjall.cache_size: {} / {}\n\
+             fjall.blob_files: {}\nfjall.fragmented_blob_bytes: {}\n",
             self.ks.table_count(),
             self.ks.l0_table_count(),
             self.db.disk_space().unwrap_or(0),
@@ -222,6 +261,8 @@ impl KvEngine for FjallEngine {
             self.db.time_compacting().as_micros(),
             self.db.cache_size(),
             self.db.cache_capacity(),
+            self.ks.blob_file_count(),
+            self.ks.fragmented_blob_bytes(),
         ))
     }
 

@@ -228,8 +228,124 @@ pub(crate) fn run_contest(
         "seq read",
         &note,
     )?);
+    if flags.contest_space && !factory.persistent() {
+        writeln!(out, "contest_space : skipped (engine does not persist)")?;
+    } else if flags.contest_space {
+        results.push(space_phase(
+            flags,
+            &shape,
+            &ks,
+            engine.as_ref(),
+            &opts.path,
+            &limits.seq_write_mib_s,
+            out,
+        )?);
+    }
     engine.close().map_err(Error::engine("close"))?;
     Ok(results)
+}
+
+/// `--contest_space`: every thread overwrites every second key it wrote (same value: the old
+/// copy becomes garbage), the engine flushes, and the DB directory's bytes are compared with
+/// the live data (keys + values) before and after [`KvEngine::collect_garbage`]; then one
+/// scan verifies every key and value. Prints `contest_overwrite` (a report line) and
+/// `contest_space` (a summary line).
+fn space_phase(
+    flags: &Flags,
+    shape: &Shape,
+    ks: &KeySpace,
+    engine: &dyn KvEngine,
+    path: &std::path::Path,
+    write_limit: &Option<f64>,
+    out: &mut dyn Write,
+) -> Result<BenchResult> {
+    let wo = WriteOpts {
+        sync: flags.sync,
+        disable_wal: flags.disable_wal,
+    };
+    let entry = (shape.key_size + shape.value_size) as u64;
+    let over = run_parallel(shape.threads, flags, &|tid, st| {
+        let (mut key, mut value) = (Vec::new(), Vec::new());
+        let mut n = 0u64;
+        for index in (0..ks.per_thread).step_by(2) {
+            ks.key(
+                Writer {
+                    domain: 0,
+                    thread: tid as u64,
+                    index,
+                },
+                &mut key,
+            );
+            ks.value(&key, &mut value);
+            engine.put(wo, &key, &value).map_err(Error::engine("put"))?;
+            st.finished_ops(1, OpType::Write);
+            n += 1;
+        }
+        st.add_bytes(n * entry);
+        Ok(())
+    })?;
+    let result = report(
+        out,
+        "contest_overwrite",
+        over,
+        write_limit,
+        "seq write",
+        "(every second key of every thread)",
+    )?;
+    engine.flush().map_err(Error::engine("flush"))?;
+    let mib = |b: u64| b as f64 / 1_048_576.0;
+    let live = ks.keys_per_domain() * entry;
+    let before = dir_bytes(path)?;
+    let t0 = now_micros();
+    let gc = engine
+        .collect_garbage()
+        .map_err(Error::engine("collect_garbage"))?;
+    let gc_s = now_micros().saturating_sub(t0) as f64 * 1e-6;
+    let gc_part = match gc {
+        Some(what) => {
+            let after = dir_bytes(path)?;
+            format!(
+                "GC {gc_s:.2} s ({what}); after GC {:.1} MiB (amp {:.2})",
+                mib(after),
+                after as f64 / live as f64
+            )
+        }
+        None => "no GC call (engine has none, or values are inline)".to_string(),
+    };
+    let tally = verify::scan_verify(engine, ks, 1, &mut || {})?;
+    if tally.entries != ks.keys_per_domain() {
+        return Err(VerifyFailure::Count {
+            expected: ks.keys_per_domain(),
+            seen: tally.entries,
+        }
+        .into());
+    }
+    writeln!(
+        out,
+        "contest_space : live data {:.1} MiB; after overwriting half the keys and a flush \
+         {:.1} MiB (amp {:.2}); {gc_part}; {} entries verified by a scan",
+        mib(live),
+        mib(before),
+        before as f64 / live as f64,
+        tally.entries
+    )?;
+    out.flush()?;
+    Ok(result)
+}
+
+/// Bytes of the files under `dir` (file lengths, recursively).
+fn dir_bytes(dir: &std::path::Path) -> Result<u64> {
+    let mut total = 0;
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let meta = entry.metadata()?;
+        if meta.is_dir() {
+            total += dir_bytes(&entry.path())?;
+        } else {
+            total += meta.len();
+        }
+    }
+    Ok(total)
 }
 
 /// Closes, drops the page cache and reopens (persistent engines only); returns the note for
