@@ -49,6 +49,11 @@ impl BlobStore {
         w.append(&format::encode_header())?;
         w.flush()?;
         self.fs.sync_dir(&self.dir)?;
+        self.new_file(number, w)
+    }
+
+    /// The [`NewFile`] of value file `number`, whose header `w` holds.
+    fn new_file(&self, number: u64, w: Box<dyn WritableFile>) -> Result<NewFile> {
         let handle = Arc::new(BlobFile::new(
             &self.fs,
             &self.dir,
@@ -73,19 +78,10 @@ impl BlobStore {
         let number = self.new_number();
         let mut w = super::staged::StagedWriter::create(&self.fs, &self.dir, number)?;
         w.append(&format::encode_header())?;
-        let handle = Arc::new(BlobFile::new(
-            &self.fs,
-            &self.dir,
-            number,
-            (HEADER_LEN as u64, false),
-            (self.direct_reads, &self.cache),
-        )?);
-        *handle.stage.lock() = Some(w.view());
-        Ok(NewFile {
-            w: Box::new(w),
-            handle,
-            records: 0,
-        })
+        let view = w.view();
+        let f = self.new_file(number, Box::new(w))?;
+        *f.handle.stage.lock() = Some(view);
+        Ok(f)
     }
 
     /// Appends the footer and fsyncs: the file is complete.

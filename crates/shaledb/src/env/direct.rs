@@ -93,23 +93,31 @@ impl DirectWritable {
     /// Creates (truncating) `path` with `O_DIRECT`; `None` if the file
     /// system refuses `O_DIRECT` (tmpfs, some overlay file systems).
     pub fn create(path: &Path) -> Result<Option<DirectWritable>> {
-        let opened = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .custom_flags(libc::O_DIRECT)
-            .open(path);
-        match opened {
-            Ok(file) => Ok(Some(DirectWritable {
-                file,
-                path: path.to_owned(),
-                written: 0,
-                buf: AlignedBuf::with_capacity(2 << 20),
-                dirty: false,
-            })),
-            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => Ok(None),
-            Err(e) => Err(Error::io("create", path, e)),
-        }
+        Ok(create_direct_file(path)?.map(|file| DirectWritable {
+            file,
+            path: path.to_owned(),
+            written: 0,
+            buf: AlignedBuf::with_capacity(2 << 20),
+            dirty: false,
+        }))
+    }
+}
+
+/// Creates (truncating) `path` for reads and writes with `O_DIRECT`;
+/// `None` if the file system refuses `O_DIRECT` (tmpfs, some overlay file
+/// systems).
+pub fn create_direct_file(path: &Path) -> Result<Option<File>> {
+    let opened = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(path);
+    match opened {
+        Ok(file) => Ok(Some(file)),
+        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => Ok(None),
+        Err(e) => Err(Error::io("create", path, e)),
     }
 }
 

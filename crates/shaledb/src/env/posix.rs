@@ -283,26 +283,17 @@ impl FileSystem for PosixFs {
 
     #[cfg(target_os = "linux")]
     fn create_direct_extent(&self, path: &Path) -> Result<Arc<dyn ExtentFile>> {
-        use std::os::unix::fs::OpenOptionsExt;
-        let opened = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .custom_flags(libc::O_DIRECT)
-            .open(path);
-        match opened {
-            Ok(file) => Ok(Arc::new(PosixRandom {
+        match super::direct::create_direct_file(path)? {
+            Some(file) => Ok(Arc::new(PosixRandom {
                 file,
                 path: path.to_owned(),
             })),
             // A file system without O_DIRECT (tmpfs): the page cache then.
-            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+            None => {
                 let f = self.open_extent_file(path)?;
                 self.truncate(path, 0)?;
                 Ok(f)
             }
-            Err(e) => Err(Error::io("create", path, e)),
         }
     }
 
