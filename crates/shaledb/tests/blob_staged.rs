@@ -55,11 +55,17 @@ fn staged_values_read_back_while_the_writer_thread_punches_them() {
                 if n == 0 {
                     continue;
                 }
-                // The newest write half the time (likely still staged), else any.
+                // One of the newest 256 writes half the time (still staged,
+                // or straddling the written length while the writer thread
+                // punches the stage below it), else any.
                 x = x
                     .wrapping_mul(6364136223846793005)
                     .wrapping_add(1442695040888963407);
-                let i = if x & 1 == 0 { n - 1 } else { (x >> 33) % n };
+                let i = if x & 1 == 0 {
+                    n - 1 - ((x >> 40) % 256).min(n - 1)
+                } else {
+                    (x >> 33) % n
+                };
                 assert_eq!(db.get(&key(i)).unwrap(), Some(value(i)), "key {i}");
                 reads += 1;
             }

@@ -86,14 +86,12 @@ impl BlobFile {
         })
     }
 
-    /// The stage file to read a record ending at `end` from, if the value
-    /// file may not hold it yet.
-    pub fn stage_for(&self, end: u64) -> Option<Arc<dyn crate::env::ExtentFile>> {
+    /// The stage of this file while it is written (none once sealed).
+    pub fn stage_view(&self) -> Option<Arc<staged::StageView>> {
         if self.sealed.load(Ordering::Acquire) {
             return None;
         }
-        let view = self.stage.lock().clone()?;
-        (view.written() < end).then(|| Arc::clone(&view.stage))
+        self.stage.lock().clone()
     }
 }
 

@@ -83,19 +83,12 @@ fn read_record(file: &BlobFile, key: &[u8], idx: &BlobIndex) -> Result<Vec<u8>> 
     let len = idx
         .record_len(key.len())
         .ok_or_else(|| bad("BlobIndex length overflows"))?;
-    let mut buf = vec![0u8; len];
-    if let Some(stage) = file.stage_for(idx.offset.saturating_add(len as u64)) {
-        // Not yet in the value file: the stage has it, unless the writer
-        // thread wrote and punched it since (then it fails a check below
-        // and the value file has it).
-        let at = super::staged::STAGE_HEADER.saturating_add(idx.offset);
-        if stage.read_exact_at(at, &mut buf).is_ok() {
-            if let Ok(kv) = check_record(file, key, idx, std::mem::take(&mut buf)) {
-                return Ok(kv);
-            }
+    if let Some(view) = file.stage_view() {
+        if let Some(kv) = read_staged(file, &view, key, idx, len) {
+            return Ok(kv);
         }
-        buf = vec![0u8; len];
     }
+    let mut buf = vec![0u8; len];
     file.file
         .read_exact_at(idx.offset, &mut buf)
         .map_err(|e| match e {
@@ -105,6 +98,41 @@ fn read_record(file: &BlobFile, key: &[u8], idx: &BlobIndex) -> Result<Vec<u8>> 
             other => other,
         })?;
     check_record(file, key, idx, buf)
+}
+
+/// Reads record `idx` of a file being written through its stage
+/// (docs/format-blob.md section 6): the bytes below the written length
+/// from the value file, the rest from the stage. The writer thread punches
+/// only stage bytes below the written length, after it grew, so a read
+/// that raced with it fails its checks and is tried again with the new
+/// length. `None`: the value file holds the whole record by now (or the
+/// tries ran out), read it from there.
+fn read_staged(
+    file: &BlobFile,
+    view: &super::staged::StageView,
+    key: &[u8],
+    idx: &BlobIndex,
+    len: usize,
+) -> Option<Vec<u8>> {
+    let end = idx.offset.checked_add(len as u64)?;
+    for _ in 0..4 {
+        let written = view.written();
+        if written >= end {
+            return None;
+        }
+        let mut buf = vec![0u8; len];
+        let split = usize::try_from(written.saturating_sub(idx.offset)).ok()?;
+        let (head, tail) = buf.split_at_mut(split.min(len));
+        if !head.is_empty() {
+            file.file.read_exact_at(idx.offset, head).ok()?;
+        }
+        let tail_at = super::staged::STAGE_HEADER + idx.offset + split as u64;
+        view.stage.read_exact_at(tail_at, tail).ok()?;
+        if let Ok(kv) = check_record(file, key, idx, buf) {
+            return Some(kv);
+        }
+    }
+    None
 }
 
 /// Checks that `buf` is the record `idx` of `key`; returns `key || value`.
@@ -266,4 +294,53 @@ pub(crate) fn verify_files(store: &super::BlobStore) -> Result<u64> {
         n += 1;
     }
     Ok(n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::blob::staged::{StageView, ALIGN, STAGE_HEADER};
+    use crate::env::mem::MemFs;
+    use std::path::PathBuf;
+
+    /// A record straddling the written length whose head the writer thread
+    /// already punched from the stage: the head comes from the value file,
+    /// the tail from the stage (reading either copy alone fails).
+    #[test]
+    fn a_staged_read_joins_the_value_file_head_and_the_stage_tail() {
+        let fs = MemFs::new().arc();
+        let dir = PathBuf::from("/db");
+        fs.create_dir_all(&dir).unwrap();
+        let mut bytes = format::encode_header().to_vec();
+        format::encode_record(&mut bytes, 0, b"k0", &vec![b'x'; ALIGN]);
+        let offset = bytes.len() as u64;
+        format::encode_record(&mut bytes, 0, b"k1", &vec![b'y'; ALIGN]);
+        // Written (and punched) up to 2 blocks: record k1 starts before and ends after.
+        let written = 2 * ALIGN;
+        assert!(offset < written as u64 && bytes.len() > written);
+        let value = fs.open_extent_file(&format::blob_path(&dir, 1)).unwrap();
+        value.write_all_at(0, &bytes[..written]).unwrap();
+        let stage = fs.open_extent_file(&dir.join("000001.stage")).unwrap();
+        let mut staged = bytes.clone();
+        staged[..written].fill(0);
+        stage.write_all_at(STAGE_HEADER, &staged).unwrap();
+        let file = BlobFile::new(&fs, &dir, 1, (written as u64, false), (false, &None)).unwrap();
+        let view = StageView::fixed(stage, written as u64);
+        let idx = BlobIndex {
+            file: 1,
+            offset,
+            value_len: ALIGN as u64,
+        };
+        let len = idx.record_len(2).unwrap();
+        let kv = read_staged(&file, &view, b"k1", &idx, len).unwrap();
+        assert_eq!(&kv[..2], b"k1");
+        assert_eq!(&kv[2..], vec![b'y'; ALIGN].as_slice());
+        // Record k0 is below the written length: read from the value file.
+        let idx0 = BlobIndex {
+            file: 1,
+            offset: format::HEADER_LEN as u64,
+            value_len: ALIGN as u64,
+        };
+        assert!(read_staged(&file, &view, b"k0", &idx0, idx0.record_len(2).unwrap()).is_none());
+    }
 }

@@ -156,6 +156,15 @@ pub(crate) struct StageView {
 }
 
 impl StageView {
+    /// A view with a fixed written length (tests of the read path).
+    #[cfg(test)]
+    pub(crate) fn fixed(stage: Arc<dyn ExtentFile>, written: u64) -> StageView {
+        StageView {
+            stage,
+            written: AtomicU64::new(written),
+        }
+    }
+
     /// Value-file bytes `[0, written)` are in the value file (kill -9 safe);
     /// a record ending past it is read from the stage file.
     pub fn written(&self) -> u64 {
