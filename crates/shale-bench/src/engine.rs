@@ -78,6 +78,9 @@ pub struct EngineOptions {
     pub direct_reads: bool,
     /// Bytes of the value cache (`--blob_cache_size`, ShaleDB only).
     pub blob_cache_size: u64,
+    /// Scan readahead window and reader threads (`--blob_readahead`,
+    /// `--blob_readahead_threads`, ShaleDB only).
+    pub blob_readahead: (usize, usize),
     /// `--cache_index_and_filter_blocks` if given: `Some(false)` = every level's index and
     /// filter held in memory beside the block cache, `Some(true)` = read through it; `None`
     /// = the engine's own default.

@@ -121,6 +121,10 @@ pub struct Flags {
     pub use_direct_reads: bool,
     /// `--blob_cache_size`: bytes of ShaleDB's value cache (0 = none).
     pub blob_cache_size: u64,
+    /// `--blob_readahead`: entries a ShaleDB scan reads ahead (Options::blob_readahead).
+    pub blob_readahead: usize,
+    /// `--blob_readahead_threads`: ShaleDB's readahead reader threads.
+    pub blob_readahead_threads: usize,
     /// `--cache_index_and_filter_blocks` (db_bench's name): index and filter blocks go
     /// through the block cache (`true`) or stay in memory beside it (`false`). Passed to the
     /// engine only when given (see [`crate::EngineOptions::cache_index_and_filter_blocks`]).
@@ -197,6 +201,8 @@ impl Default for Flags {
             blob_direct_io: false,
             use_direct_reads: false,
             blob_cache_size: 0,
+            blob_readahead: 64,
+            blob_readahead_threads: 8,
             cache_index_and_filter_blocks: false,
             recovery_threads: -1,
             isolation: TxnIsolation::Snapshot,
@@ -269,6 +275,8 @@ const HELP: &[(&str, &str, &str)] = &[
     ("use_direct_reads", "false", "ShaleDB: read values from value files with O_DIRECT (Options::blob_direct_reads)"),
     ("cache_index_and_filter_blocks", "false", "Index and filter blocks through the block cache (true) or held in memory beside it at every level (false; RocksDB's default). When not given each engine keeps its own default (ShaleDB and fjall: L0/L1 pinned, deeper levels cached). ShaleDB supports only false (Options::pin_index_and_filter_all_levels); fjall maps it to its pinning policies"),
     ("blob_cache_size", "0", "ShaleDB: bytes of the value cache shared by readers (Options::blob_cache_size; 0 = none)"),
+    ("blob_readahead", "64", "ShaleDB: entries a forward scan reads ahead into the value cache (Options::blob_readahead; 0 = off; needs --blob_cache_size)"),
+    ("blob_readahead_threads", "8", "ShaleDB: reader threads of scan readahead, the value reads in flight (Options::blob_readahead_threads)"),
     ("drop_caches", "true", "contest, recover: drop the OS page cache (sync; echo 3 > /proc/sys/vm/drop_caches) before read phases and before the timed reopen, when permitted"),
 ];
 
@@ -429,6 +437,8 @@ impl Flags {
                 self.cache_index_and_filter_blocks = parse_bool(name, v)?
             }
             "blob_cache_size" => self.blob_cache_size = parse_num(name, v)?,
+            "blob_readahead" => self.blob_readahead = parse_num(name, v)?,
+            "blob_readahead_threads" => self.blob_readahead_threads = parse_num(name, v)?,
             "allow_concurrent_memtable_write" => {
                 self.allow_concurrent_memtable_write = parse_bool(name, v)?
             }

@@ -50,6 +50,7 @@ pub fn engine_options(flags: &Flags) -> EngineOptions {
         blob_direct_io: flags.blob_direct_io,
         direct_reads: flags.use_direct_reads,
         blob_cache_size: flags.blob_cache_size,
+        blob_readahead: (flags.blob_readahead, flags.blob_readahead_threads),
         cache_index_and_filter_blocks: flags
             .is_given("cache_index_and_filter_blocks")
             .then_some(flags.cache_index_and_filter_blocks),

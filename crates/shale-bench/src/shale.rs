@@ -65,6 +65,7 @@ fn options_for(o: &EngineOptions) -> Result<Options, EngineError> {
     opts.blob_direct_io = o.blob_direct_io;
     opts.blob_direct_reads = o.direct_reads;
     opts.blob_cache_size = o.blob_cache_size.try_into().map_err(EngineError::new)?;
+    (opts.blob_readahead, opts.blob_readahead_threads) = o.blob_readahead;
     if let Some(n) = o.recovery_threads {
         opts.recovery_threads = n;
     }

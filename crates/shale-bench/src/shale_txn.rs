@@ -122,6 +122,7 @@ mod tests {
             blob_direct_io: false,
             direct_reads: false,
             blob_cache_size: 0,
+            blob_readahead: (0, 0),
             cache_index_and_filter_blocks: None,
         };
         ShaleFactory.open(&o).unwrap()

@@ -7,6 +7,8 @@ use shaledb::env::mem::MemFs;
 use shaledb::{Db, Options, ReadOptions};
 use std::sync::Arc;
 
+/// Without scan readahead: these tests count the scan's own hits and
+/// misses (blob_readahead.rs tests readahead).
 fn opts(fs: &Arc<MemFs>, cache: usize) -> Options {
     Options {
         fs: fs.clone(),
@@ -15,6 +17,7 @@ fn opts(fs: &Arc<MemFs>, cache: usize) -> Options {
         write_buffer_size: 128 << 10,
         background_threads: false,
         blob_cache_size: cache,
+        blob_readahead: 0,
         ..Options::default()
     }
 }

@@ -23,6 +23,8 @@ struct Flight {
 pub(crate) struct ValueCache {
     lru: Arc<BlockCache>,
     flights: Mutex<HashMap<(u64, u64), Arc<Flight>>>,
+    /// The reader threads of scan readahead (`None`: no readahead).
+    pub readahead: Option<super::readahead::ReadaheadPool>,
 }
 
 /// Marks a flight done and wakes its waiters, also on error or panic.
@@ -41,11 +43,14 @@ impl Drop for Landing<'_> {
 }
 
 impl ValueCache {
-    pub fn new(bytes: usize) -> ValueCache {
-        ValueCache {
+    /// A cache of `bytes`, with `readahead_threads` reader threads for
+    /// scan readahead (0: none).
+    pub fn new(bytes: usize, readahead_threads: usize) -> Result<ValueCache> {
+        Ok(ValueCache {
             lru: BlockCache::new(bytes),
             flights: Mutex::new(HashMap::new()),
-        }
+            readahead: super::readahead::ReadaheadPool::start(readahead_threads)?,
+        })
     }
 
     fn get(&self, file: u64, offset: u64) -> Option<Arc<Block>> {
@@ -100,6 +105,34 @@ impl ValueCache {
         self.read_into(file, offset, read)
     }
 
+    /// Readahead: reads (file, offset) with `read` into the cache unless
+    /// it is cached or a read of it is in flight. Returns whether it read;
+    /// an error is dropped (the scan's own read meets and reports it).
+    pub fn prefetch(&self, file: u64, offset: u64, read: impl FnOnce() -> Result<Vec<u8>>) -> bool {
+        let key = (file, offset);
+        let mine = Arc::new(Flight::default());
+        {
+            // Both checks under the flights lock: a landing read inserts
+            // its entry before it leaves `flights`, so a record is always
+            // in one of the two while it is being or has been read.
+            let mut flights = self.flights.lock();
+            let cached = self.lru.contains(CacheKey {
+                extent_id: file,
+                offset,
+            });
+            if cached || flights.contains_key(&key) {
+                return false;
+            }
+            flights.insert(key, mine.clone());
+        }
+        let _landing = Landing {
+            cache: self,
+            key,
+            flight: mine,
+        };
+        self.read_into(file, offset, read).is_ok()
+    }
+
     fn read_into(
         &self,
         file: u64,
@@ -132,7 +165,7 @@ mod tests {
 
     #[test]
     fn concurrent_misses_of_one_record_read_it_once() {
-        let cache = Arc::new(ValueCache::new(1 << 20));
+        let cache = Arc::new(ValueCache::new(1 << 20, 0).unwrap());
         let reads = Arc::new(AtomicU64::new(0));
         let threads: Vec<_> = (0..8)
             .map(|_| {
@@ -158,8 +191,59 @@ mod tests {
     }
 
     #[test]
+    fn a_prefetch_reads_a_record_once_and_a_scan_then_hits_it() {
+        let cache = ValueCache::new(1 << 20, 0).unwrap();
+        assert!(cache.prefetch(2, 64, || Ok(b"kv".to_vec())));
+        // Cached now: neither another prefetch nor the scan reads it again.
+        assert!(!cache.prefetch(2, 64, || unreachable!()));
+        assert_eq!(
+            cache
+                .get_or_read(2, 64, || unreachable!())
+                .unwrap()
+                .contents(),
+            b"kv"
+        );
+        assert_eq!(cache.stats().0, 1, "the prefetch's check is not a hit");
+        // A failed prefetch caches nothing and leaves no flight behind.
+        assert!(
+            !cache.prefetch(2, 128, || Err(crate::error::Error::corruption(
+                "f", 128, "bad"
+            )))
+        );
+        assert!(cache.flights.lock().is_empty());
+        assert_eq!(
+            cache
+                .get_or_read(2, 128, || Ok(b"k2".to_vec()))
+                .unwrap()
+                .contents(),
+            b"k2"
+        );
+    }
+
+    #[test]
+    fn a_prefetch_does_not_read_a_record_in_flight() {
+        let cache = Arc::new(ValueCache::new(1 << 20, 0).unwrap());
+        let (started_tx, started_rx) = std::sync::mpsc::channel();
+        let reader = {
+            let cache = cache.clone();
+            std::thread::spawn(move || {
+                cache
+                    .get_or_read(5, 0, || {
+                        started_tx.send(()).unwrap();
+                        std::thread::sleep(std::time::Duration::from_millis(100));
+                        Ok(b"kv".to_vec())
+                    })
+                    .unwrap();
+            })
+        };
+        started_rx.recv().unwrap();
+        assert!(!cache.prefetch(5, 0, || unreachable!()));
+        reader.join().unwrap();
+    }
+
+    #[test]
     fn a_failed_read_lets_the_waiters_read_themselves() {
-        let cache = ValueCache::new(1 << 20);
+        let cache = ValueCache::new(1 << 20, 0).unwrap();
         let err = cache.get_or_read(1, 0, || Err(crate::error::Error::corruption("f", 0, "bad")));
         assert!(err.is_err());
         assert!(cache.flights.lock().is_empty());

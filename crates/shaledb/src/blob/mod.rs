@@ -24,6 +24,7 @@ pub(crate) mod cache;
 pub(crate) mod dead;
 pub(crate) mod format;
 pub(crate) mod gc;
+pub(crate) mod readahead;
 pub(crate) mod reader;
 pub(crate) mod stage_recovery;
 pub(crate) mod staged;
@@ -189,6 +190,11 @@ pub(crate) struct BlobStore {
 }
 
 impl BlobStore {
+    /// True if scans read ahead: a value cache with reader threads.
+    pub fn reads_ahead(&self) -> bool {
+        self.cache.as_ref().is_some_and(|c| c.readahead.is_some())
+    }
+
     /// Opens the value files in `dir`: a file without a valid footer (the
     /// active file at a crash, or one whose unsynced footer was lost) gets
     /// its torn tail cut; all are sealed (new writes go to a new file).
@@ -199,9 +205,12 @@ impl BlobStore {
         file_size: u64,
         direct: bool,
         direct_reads: bool,
-        cache_size: usize,
+        (cache_size, readahead_threads): (usize, usize),
     ) -> Result<BlobStore> {
-        let cache = (cache_size > 0).then(|| Arc::new(cache::ValueCache::new(cache_size)));
+        let cache = match cache_size {
+            0 => None,
+            n => Some(Arc::new(cache::ValueCache::new(n, readahead_threads)?)),
+        };
         let mut numbers: Vec<u64> = fs
             .list_dir(dir)?
             .iter()
@@ -332,6 +341,8 @@ pub(crate) fn note_dead<'a>(
 ///   `shale.blob-gc-bytes-rewritten`, `shale.blob-gc-files-deleted`;
 /// - `shale.blob-cache-hits`, `shale.blob-cache-misses`,
 ///   `shale.blob-cache-usage`: the value cache (0 without one);
+/// - `shale.blob-readahead-reads`, `shale.blob-readahead-dropped`: records
+///   read ahead of scans, and jobs dropped on a full queue (readahead.rs);
 /// - `shale.blob-dead-bytes`: dead record bytes counted by compaction
 ///   (cheap, no scan; files counted [`dead::UNREFERENCED`] count whole);
 /// - `shale.blob-space-amp`: value-file bytes / (value-file bytes - dead
@@ -366,6 +377,19 @@ pub(crate) fn property(inner: &Arc<crate::db::DbInner>, name: &str) -> Option<St
                 "cache-hits" => hits,
                 "cache-misses" => misses,
                 _ => usage,
+            }
+            .to_string()
+        }
+        "readahead-reads" | "readahead-dropped" => {
+            let (reads, dropped) = store
+                .and_then(|s| s.cache.as_ref())
+                .and_then(|c| c.readahead.as_ref())
+                .map(|r| r.stats())
+                .unwrap_or_default();
+            if name == "readahead-reads" {
+                reads
+            } else {
+                dropped
             }
             .to_string()
         }

@@ -78,7 +78,7 @@ fn read_in_file(file: &BlobFile, key: &[u8], idx: &BlobIndex) -> Result<Vec<u8>>
 }
 
 /// Reads and checks the record `idx` of `key`: returns `key || value`.
-fn read_record(file: &BlobFile, key: &[u8], idx: &BlobIndex) -> Result<Vec<u8>> {
+pub(super) fn read_record(file: &BlobFile, key: &[u8], idx: &BlobIndex) -> Result<Vec<u8>> {
     let bad = |reason: &str| Error::corruption(&file.path, idx.offset, reason.to_string());
     let len = idx
         .record_len(key.len())

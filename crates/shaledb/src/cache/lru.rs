@@ -201,6 +201,11 @@ impl LruShard {
         block
     }
 
+    /// True if `key` is cached (not counted, not marked as used).
+    pub fn contains(&self, key: &CacheKey) -> bool {
+        self.map.contains_key(key)
+    }
+
     /// The block under `key`, marking it most recently used (a hit in the
     /// old segment promotes the entry to the young head).
     pub fn get(&mut self, key: &CacheKey) -> Option<Arc<Block>> {

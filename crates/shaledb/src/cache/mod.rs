@@ -157,6 +157,12 @@ impl BlockCache {
         self.shard(&key).lock().get(&key)
     }
 
+    /// True if `key` is cached; neither counted as a hit or miss nor
+    /// marked as used (a readahead's check before it reads).
+    pub fn contains(&self, key: CacheKey) -> bool {
+        self.shard(&key).lock().contains(&key)
+    }
+
     /// Caches `block` under `key`, evicting older blocks as needed.
     pub fn insert(&self, key: CacheKey, block: Arc<Block>) {
         let charge = block.memory_usage() + ENTRY_OVERHEAD;

@@ -82,11 +82,63 @@ pub struct DbIterator {
     resolve_blobs: bool,
     /// The current entry is a BlobIndex (raw mode only: resolved otherwise).
     value_is_blob: bool,
+    /// Scan readahead of value records (`blob/readahead.rs`): the window
+    /// (`Options::blob_readahead`; 0 = none), values resolved moving
+    /// forward since the last seek (readahead starts at the second), and
+    /// the shadow iterator once started. `ahead_failed`: the shadow met an
+    /// error, no readahead until the next seek.
+    readahead: usize,
+    forward_blobs: u8,
+    ahead: Option<Box<crate::blob::readahead::ScanAhead>>,
+    ahead_failed: bool,
+    cf: u32,
+    cache_priority: crate::cache::CachePriority,
 }
 
 pub(crate) fn new_iterator(inner: &Arc<DbInner>, ro: &ReadOptions, cf: u32) -> Result<DbIterator> {
     inner.check_open()?;
     let (blobs, sv, snapshot) = super::read::read_view(inner, ro);
+    let readahead = match &inner.blobs {
+        Some(b) if b.reads_ahead() => inner.opts.blob_readahead,
+        _ => 0,
+    };
+    let view = View {
+        sv,
+        snapshot,
+        blobs,
+        lower: ro.lower_bound.clone(),
+        upper: ro.upper_bound.clone(),
+        cache_priority: ro.cache_priority,
+        cf,
+    };
+    let mut it = build(inner, view, ro.snapshot.clone())?;
+    it.readahead = readahead;
+    Ok(it)
+}
+
+/// What an iterator reads: a super version at a snapshot sequence, the
+/// value files around it, and the bounds.
+struct View {
+    sv: Arc<super::SuperVersion>,
+    snapshot: SequenceNumber,
+    blobs: crate::blob::FileView,
+    lower: Option<Vec<u8>>,
+    upper: Option<Vec<u8>>,
+    cache_priority: crate::cache::CachePriority,
+    cf: u32,
+}
+
+/// An iterator over `view` (no readahead; unpositioned).
+fn build(inner: &Arc<DbInner>, view: View, snap: Option<Snapshot>) -> Result<DbIterator> {
+    let View {
+        sv,
+        snapshot,
+        blobs,
+        lower,
+        upper,
+        cache_priority,
+        cf,
+    } = view;
     let cfs = sv
         .cfs
         .get(&cf)
@@ -101,14 +153,14 @@ pub(crate) fn new_iterator(inner: &Arc<DbInner>, ro: &ReadOptions, cf: u32) -> R
     }
     for i in 0..v.l0.len() {
         children.push(Box::new(
-            LevelIterator::over(Run::L0(v.clone(), i), true).with_cache_priority(ro.cache_priority),
+            LevelIterator::over(Run::L0(v.clone(), i), true).with_cache_priority(cache_priority),
         ));
     }
     for (i, level) in v.levels.iter().enumerate() {
         if !level.is_empty() {
             let run = Run::Level(v.clone(), i);
             children.push(Box::new(
-                LevelIterator::over(run, i == 0).with_cache_priority(ro.cache_priority),
+                LevelIterator::over(run, i == 0).with_cache_priority(cache_priority),
             ));
         }
     }
@@ -120,8 +172,8 @@ pub(crate) fn new_iterator(inner: &Arc<DbInner>, ro: &ReadOptions, cf: u32) -> R
         tombstones: RangeTombstones::new(tombs, snapshot),
         tomb_hint: Cell::new(0),
         snapshot,
-        lower: ro.lower_bound.clone(),
-        upper: ro.upper_bound.clone(),
+        lower,
+        upper,
         dir: Direction::Forward,
         valid: false,
         key: Vec::new(),
@@ -133,10 +185,16 @@ pub(crate) fn new_iterator(inner: &Arc<DbInner>, ro: &ReadOptions, cf: u32) -> R
         status: None,
         _sv: sv,
         _db: inner.clone(),
-        _snap: ro.snapshot.clone(),
+        _snap: snap,
         blobs,
         resolve_blobs: true,
         value_is_blob: false,
+        readahead: 0,
+        forward_blobs: 0,
+        ahead: None,
+        ahead_failed: false,
+        cf,
+        cache_priority,
     })
 }
 
@@ -170,6 +228,7 @@ fn key_before(key: &[u8], bound: &[u8]) -> bool {
 pub(crate) fn new_raw_iterator(inner: &Arc<DbInner>, cf: u32) -> Result<DbIterator> {
     let mut it = new_iterator(inner, &ReadOptions::default(), cf)?;
     it.resolve_blobs = false;
+    it.readahead = 0;
     Ok(it)
 }
 
@@ -215,6 +274,7 @@ impl DbIterator {
 
     /// Positions on the first key (>= the lower bound).
     pub fn seek_to_first(&mut self) -> Result<()> {
+        self.drop_ahead();
         let r = match self.lower.clone() {
             Some(lo) => return self.seek(&lo),
             None => self.inner.seek_to_first(),
@@ -227,6 +287,7 @@ impl DbIterator {
 
     /// Positions on the last key (< the upper bound).
     pub fn seek_to_last(&mut self) -> Result<()> {
+        self.drop_ahead();
         let r = match self.upper.clone() {
             Some(hi) => self.position_before(&hi),
             None => self.inner.seek_to_last(),
@@ -239,6 +300,7 @@ impl DbIterator {
 
     /// Positions on the first key `>= target`.
     pub fn seek(&mut self, target: &[u8]) -> Result<()> {
+        self.drop_ahead();
         let target = match &self.lower {
             Some(lo) if lo.as_slice() > target => lo.clone(),
             _ => target.to_vec(),
@@ -253,6 +315,7 @@ impl DbIterator {
 
     /// Positions on the last key `<= target`.
     pub fn seek_for_prev(&mut self, target: &[u8]) -> Result<()> {
+        self.drop_ahead();
         let r = match &self.upper {
             Some(hi) if hi.as_slice() <= target => {
                 let hi = hi.clone();
@@ -299,6 +362,7 @@ impl DbIterator {
         if !self.valid {
             return Ok(());
         }
+        self.drop_ahead();
         if self.dir == Direction::Forward {
             let current = self.key.clone();
             let r = self.position_before(&current);
@@ -373,6 +437,11 @@ impl DbIterator {
                     // move, so its value is served from there; a BlobIndex
                     // to resolve is replaced by the value it points at.
                     self.value_in_inner = !(self.value_is_blob && self.resolve_blobs);
+                    if self.readahead > 0 {
+                        // Before resolving: the reader threads work while
+                        // this scan reads its own value.
+                        self.read_ahead();
+                    }
                     if !self.value_in_inner {
                         self.value.clear();
                         self.value.extend_from_slice(self.inner.value());
@@ -497,6 +566,62 @@ impl DbIterator {
     /// Raw iterators only: the current value is an encoded BlobIndex.
     pub(crate) fn value_is_blob(&self) -> bool {
         self.value_is_blob
+    }
+
+    /// The value file `number` as this iterator's view has it.
+    pub(crate) fn blob_file(&self, number: u64) -> Option<&Arc<crate::blob::BlobFile>> {
+        self.blobs.get(number)
+    }
+
+    /// Forgets readahead (a seek or a turn: the shadow is elsewhere).
+    fn drop_ahead(&mut self) {
+        self.ahead = None;
+        self.forward_blobs = 0;
+        self.ahead_failed = false;
+    }
+
+    /// Scan readahead, on each forward landing (docs/format-blob.md section
+    /// 5): moves the shadow along, or starts it at the second value resolved
+    /// since the last seek (a lookup by iterator resolves one and stops).
+    fn read_ahead(&mut self) {
+        if let Some(a) = &mut self.ahead {
+            if a.step(true).is_err() {
+                self.ahead = None;
+                self.ahead_failed = true;
+            }
+            return;
+        }
+        if !(self.value_is_blob && self.resolve_blobs) || self.ahead_failed {
+            return;
+        }
+        self.forward_blobs = self.forward_blobs.saturating_add(1);
+        if self.forward_blobs < 2 {
+            return;
+        }
+        match self.start_ahead() {
+            Ok(a) => self.ahead = Some(Box::new(a)),
+            Err(_) => self.ahead_failed = true,
+        }
+    }
+
+    /// A shadow over this iterator's view, on its current key, already
+    /// `readahead` entries ahead.
+    fn start_ahead(&self) -> Result<crate::blob::readahead::ScanAhead> {
+        let view = View {
+            sv: self._sv.clone(),
+            snapshot: self.snapshot,
+            blobs: self.blobs.clone(),
+            lower: self.lower.clone(),
+            upper: self.upper.clone(),
+            cache_priority: self.cache_priority,
+            cf: self.cf,
+        };
+        let mut shadow = build(&self._db, view, None)?;
+        shadow.resolve_blobs = false;
+        shadow.seek(&self.key)?;
+        let mut a = crate::blob::readahead::ScanAhead::new(shadow, self.readahead);
+        a.step(false)?;
+        Ok(a)
     }
 }
 

@@ -296,7 +296,7 @@ impl Db {
             opts.blob_file_size,
             opts.blob_direct_io,
             opts.blob_direct_reads,
-            opts.blob_cache_size,
+            (opts.blob_cache_size, opts.blob_readahead_threads),
         )?;
         let blobs = (opts.min_blob_size > 0 || blobs.usage().0 > 0).then(|| Arc::new(blobs));
         let version = versions.current();

@@ -125,6 +125,16 @@ pub struct Options {
     /// same keys at once (the contest's range phase) then read each value
     /// from the device once (docs/format-blob.md, section 5).
     pub blob_cache_size: usize,
+    /// Scan readahead (needs the value cache): a forward scan keeps this
+    /// many entries ahead of itself and queues their value records to be
+    /// read into the value cache by `blob_readahead_threads` reader
+    /// threads, so the device serves several reads at once where a scan
+    /// alone waits for one at a time (docs/format-blob.md, section 5).
+    /// 0 = off; 64 by default.
+    pub blob_readahead: usize,
+    /// Reader threads of scan readahead: the most value reads it keeps in
+    /// flight (the device's queue depth). 0 = no readahead; 8 by default.
+    pub blob_readahead_threads: usize,
 }
 
 impl Default for Options {
@@ -169,6 +179,8 @@ impl Default for Options {
             blob_gc_interval_ms: 10_000,
             blob_gc_bytes_per_sec: 64 << 20,
             blob_cache_size: 0,
+            blob_readahead: 64,
+            blob_readahead_threads: 8,
         }
     }
 }
@@ -194,6 +206,8 @@ impl std::fmt::Debug for Options {
             .field("blob_gc_interval_ms", &self.blob_gc_interval_ms)
             .field("blob_gc_bytes_per_sec", &self.blob_gc_bytes_per_sec)
             .field("blob_cache_size", &self.blob_cache_size)
+            .field("blob_readahead", &self.blob_readahead)
+            .field("blob_readahead_threads", &self.blob_readahead_threads)
             .finish_non_exhaustive()
     }
 }
