@@ -90,3 +90,61 @@ fn staged_values_read_back_while_the_writer_thread_punches_them() {
         assert_eq!(db.get(&key(i)).unwrap(), Some(value(i)), "key {i}");
     }
 }
+
+/// A failed `O_DIRECT` write of the writer thread is sticky: the next write
+/// group fails, and so does every later one, even once the device works
+/// again; nothing acknowledged is lost (the stage keeps the bytes, and
+/// recovery merges them into the value file).
+#[test]
+fn a_failed_write_of_the_writer_thread_is_sticky_and_loses_nothing() {
+    use shaledb::env::fault::{FaultFs, INJECTED_MESSAGE};
+    use shaledb::env::mem::MemFs;
+    let mem = MemFs::new();
+    let faults = FaultFs::new(mem.arc());
+    let o = |fs| Options {
+        fs,
+        min_blob_size: 1024,
+        blob_file_size: 64 << 20,
+        blob_direct_io: true,
+        background_threads: false,
+        ..Options::default()
+    };
+    let db = Db::open("/db", o(faults.arc())).unwrap();
+    // Values up to the edge of a 1 MiB piece: the next put fills it and
+    // queues it for the writer thread.
+    let mut n = 0u64;
+    let mut bytes = 16; // the file header
+    while bytes + 16 + key(n).len() + value(n).len() < 1 << 20 {
+        bytes += 16 + key(n).len() + value(n).len();
+        db.put(&key(n), &value(n)).unwrap();
+        n += 1;
+    }
+    // The next operation on a value file fails: the writer thread's write
+    // of that piece (the leader writes only the stage and the WAL).
+    faults.fail_paths_ending(Some(".blob"));
+    faults.fail_after(1);
+    db.put(&key(n), &value(n)).unwrap();
+    n += 1;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while faults.injected() == 0 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    assert_eq!(faults.injected(), 1, "the writer thread's write failed");
+    faults.heal();
+    for attempt in 0..3 {
+        let err = db.put(&key(n), &value(n)).unwrap_err();
+        assert!(
+            err.to_string().contains(INJECTED_MESSAGE),
+            "attempt {attempt}: {err}"
+        );
+    }
+    for i in 0..n {
+        assert_eq!(db.get(&key(i)).unwrap(), Some(value(i)), "key {i}");
+    }
+    drop(db);
+    let db = Db::open("/db", o(mem.arc())).unwrap();
+    for i in 0..n {
+        assert_eq!(db.get(&key(i)).unwrap(), Some(value(i)), "key {i}");
+    }
+    assert_eq!(db.get(&key(n)).unwrap(), None);
+}

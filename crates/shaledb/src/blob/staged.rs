@@ -32,7 +32,7 @@ use crate::util::coding::mask_crc;
 use parking_lot::{Condvar, Mutex};
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
@@ -191,6 +191,9 @@ struct IoShared {
     cv: Condvar,
     /// Stage bytes `[0, punched)` of the value file's range were punched (writer thread only).
     punched: AtomicU64,
+    /// `state.error` is set: lets [`IoShared::sticky`], called once per
+    /// write group, skip the state lock while all is well.
+    failed: AtomicBool,
 }
 
 impl IoShared {
@@ -221,6 +224,7 @@ impl IoShared {
             st.busy = false;
             if let Err(e) = res {
                 st.error.get_or_insert(e);
+                self.failed.store(true, Ordering::Release);
             }
             st.free.push(piece);
             self.cv.notify_all();
@@ -246,6 +250,9 @@ impl IoShared {
     }
 
     fn sticky(&self) -> Result<()> {
+        if !self.failed.load(Ordering::Acquire) {
+            return Ok(());
+        }
         match &self.state.lock().error {
             Some(e) => Err(e.clone()),
             None => Ok(()),
@@ -325,6 +332,7 @@ impl StagedWriter {
             }),
             cv: Condvar::new(),
             punched: AtomicU64::new(0),
+            failed: AtomicBool::new(false),
         });
         let worker = Arc::clone(&io);
         let thread = std::thread::Builder::new()

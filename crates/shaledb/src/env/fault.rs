@@ -14,7 +14,9 @@
 //! `Error::Io` of kind `Other` and message `"injected fault"`, without
 //! reaching the inner file system. With [`FaultFs::fail_syncs_only`] only
 //! syncs (`WritableFile::sync`, `ExtentFile::sync`, `sync_dir`) are eligible:
-//! other operations neither count towards `n` nor fail.
+//! other operations neither count towards `n` nor fail; likewise
+//! [`FaultFs::fail_paths_ending`] makes only operations on matching paths
+//! eligible.
 //!
 //! Worked example:
 //!
@@ -51,6 +53,8 @@ struct Control {
     /// Eligible operations still allowed before failing; `None` = disarmed.
     remaining: Option<u64>,
     syncs_only: bool,
+    /// Only operations on paths ending with this are eligible.
+    path_suffix: Option<String>,
 }
 
 /// Fault-injecting wrapper. Cloning shares the control state, so a test can
@@ -90,6 +94,11 @@ fn check(ctl: &Mutex<Control>, kind: OpKind, op: &'static str, path: &Path) -> R
     if c.syncs_only && kind != OpKind::Sync {
         return Ok(());
     }
+    if let Some(sfx) = &c.path_suffix {
+        if !path.to_string_lossy().ends_with(sfx.as_str()) {
+            return Ok(());
+        }
+    }
     let fail = match c.remaining.as_mut() {
         None => false,
         Some(r) => {
@@ -127,6 +136,13 @@ impl FaultFs {
     /// Restricts injection (and the countdown) to sync operations.
     pub fn fail_syncs_only(&self, on: bool) {
         self.ctl.lock().syncs_only = on;
+    }
+
+    /// Restricts injection (and the countdown) to operations on paths
+    /// ending with `suffix` (`None`: every path), e.g. `".blob"` for the
+    /// value files alone.
+    pub fn fail_paths_ending(&self, suffix: Option<&str>) {
+        self.ctl.lock().path_suffix = suffix.map(str::to_string);
     }
 
     /// Stops injecting; counters are kept.
