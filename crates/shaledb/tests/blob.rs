@@ -11,6 +11,9 @@ use shaledb::{Db, DbIterator, Error, Options, ReadOptions};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+mod blob_common;
+use blob_common::{big, key, prop};
+
 const MIN: usize = 100;
 
 fn opts(fs: &Arc<MemFs>) -> Options {
@@ -22,16 +25,6 @@ fn opts(fs: &Arc<MemFs>) -> Options {
         background_threads: false,
         ..Options::default()
     }
-}
-
-fn big(i: u64, gen: u64) -> Vec<u8> {
-    let mut v = format!("big-{i}-{gen}-").into_bytes();
-    v.resize(1000 + (i as usize * 37) % 3000, b'a' + (gen % 26) as u8);
-    v
-}
-
-fn key(i: u64) -> Vec<u8> {
-    format!("k{i:05}").into_bytes()
 }
 
 fn collect(mut it: DbIterator) -> Vec<(Vec<u8>, Vec<u8>)> {
@@ -53,10 +46,6 @@ fn collect_rev(mut it: DbIterator) -> Vec<(Vec<u8>, Vec<u8>)> {
     }
     out.reverse();
     out
-}
-
-fn prop(db: &Db, name: &str) -> u64 {
-    db.property(name).unwrap().parse().unwrap()
 }
 
 #[test]

@@ -7,6 +7,9 @@ use shaledb::env::mem::MemFs;
 use shaledb::{Db, Options, ReadOptions};
 use std::sync::Arc;
 
+mod blob_common;
+use blob_common::{big, key, prop};
+
 /// Without scan readahead: these tests count the scan's own hits and
 /// misses (blob_readahead.rs tests readahead).
 fn opts(fs: &Arc<MemFs>, cache: usize) -> Options {
@@ -20,20 +23,6 @@ fn opts(fs: &Arc<MemFs>, cache: usize) -> Options {
         blob_readahead: 0,
         ..Options::default()
     }
-}
-
-fn big(i: u64, gen: u64) -> Vec<u8> {
-    let mut v = format!("big-{i}-{gen}-").into_bytes();
-    v.resize(1000 + (i as usize * 37) % 3000, b'a' + (gen % 26) as u8);
-    v
-}
-
-fn key(i: u64) -> Vec<u8> {
-    format!("k{i:05}").into_bytes()
-}
-
-fn prop(db: &Db, name: &str) -> u64 {
-    db.property(name).unwrap().parse().unwrap()
 }
 
 fn scan(db: &Db) -> Vec<(Vec<u8>, Vec<u8>)> {

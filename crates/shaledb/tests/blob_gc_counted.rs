@@ -13,6 +13,9 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+mod blob_common;
+use blob_common::{big, key, prop};
+
 fn opts(fs: &Arc<MemFs>) -> Options {
     Options {
         fs: fs.clone(),
@@ -32,20 +35,6 @@ fn bg_opts(fs: &Arc<MemFs>) -> Options {
         blob_gc_bytes_per_sec: 0,
         ..opts(fs)
     }
-}
-
-fn big(i: u64, gen: u64) -> Vec<u8> {
-    let mut v = format!("big-{i}-{gen}-").into_bytes();
-    v.resize(1000 + (i as usize * 37) % 3000, b'a' + (gen % 26) as u8);
-    v
-}
-
-fn key(i: u64) -> Vec<u8> {
-    format!("k{i:05}").into_bytes()
-}
-
-fn prop(db: &Db, name: &str) -> u64 {
-    db.property(name).unwrap().parse().unwrap()
 }
 
 fn collect(mut it: DbIterator) -> Vec<(Vec<u8>, Vec<u8>)> {

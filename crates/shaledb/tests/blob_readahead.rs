@@ -11,6 +11,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+mod blob_common;
+use blob_common::{big, key, prop};
+
 const WINDOW: usize = 16;
 
 fn opts(fs: &Arc<MemFs>, readahead: usize) -> Options {
@@ -25,20 +28,6 @@ fn opts(fs: &Arc<MemFs>, readahead: usize) -> Options {
         blob_readahead_threads: 2,
         ..Options::default()
     }
-}
-
-fn big(i: u64, gen: u64) -> Vec<u8> {
-    let mut v = format!("big-{i}-{gen}-").into_bytes();
-    v.resize(500 + (i as usize * 37) % 1500, b'a' + (gen % 26) as u8);
-    v
-}
-
-fn key(i: u64) -> Vec<u8> {
-    format!("k{i:05}").into_bytes()
-}
-
-fn prop(db: &Db, name: &str) -> u64 {
-    db.property(name).unwrap().parse().unwrap()
 }
 
 fn rest(it: &mut DbIterator) -> Vec<(Vec<u8>, Vec<u8>)> {

@@ -128,22 +128,7 @@ pub(crate) fn run_contest(
     };
     let entry = (shape.key_size + shape.value_size) as u64;
     let write = run_parallel(shape.threads, flags, &|tid, st| {
-        let (mut key, mut value) = (Vec::new(), Vec::new());
-        for index in 0..ks.per_thread {
-            ks.key(
-                Writer {
-                    domain: 0,
-                    thread: tid as u64,
-                    index,
-                },
-                &mut key,
-            );
-            ks.value(&key, &mut value);
-            engine.put(wo, &key, &value).map_err(Error::engine("put"))?;
-            st.finished_ops(1, OpType::Write);
-        }
-        st.add_bytes(ks.per_thread * entry);
-        Ok(())
+        put_keys(&ks, engine.as_ref(), (wo, entry), (tid, 1), st)
     })?;
     results.push(report(
         out,
@@ -245,6 +230,33 @@ pub(crate) fn run_contest(
     Ok(results)
 }
 
+/// Puts every `step`-th key of writer thread `tid` (`step` 1: the write phase; 2: the space
+/// phase's overwrite of half the keys), counting ops and `entry` bytes per put in `st`.
+fn put_keys(
+    ks: &KeySpace,
+    engine: &dyn KvEngine,
+    (wo, entry): (WriteOpts, u64),
+    (tid, step): (usize, usize),
+    st: &mut Stats,
+) -> Result<()> {
+    let (mut key, mut value) = (Vec::new(), Vec::new());
+    let mut n = 0u64;
+    for index in (0..ks.per_thread).step_by(step) {
+        let writer = Writer {
+            domain: 0,
+            thread: tid as u64,
+            index,
+        };
+        ks.key(writer, &mut key);
+        ks.value(&key, &mut value);
+        engine.put(wo, &key, &value).map_err(Error::engine("put"))?;
+        st.finished_ops(1, OpType::Write);
+        n += 1;
+    }
+    st.add_bytes(n * entry);
+    Ok(())
+}
+
 /// `--contest_space`: every thread overwrites every second key it wrote (same value: the old
 /// copy becomes garbage), the engine flushes, and the DB directory's bytes are compared with
 /// the live data (keys + values) before and after [`KvEngine::collect_garbage`]; then one
@@ -265,24 +277,7 @@ fn space_phase(
     };
     let entry = (shape.key_size + shape.value_size) as u64;
     let over = run_parallel(shape.threads, flags, &|tid, st| {
-        let (mut key, mut value) = (Vec::new(), Vec::new());
-        let mut n = 0u64;
-        for index in (0..ks.per_thread).step_by(2) {
-            ks.key(
-                Writer {
-                    domain: 0,
-                    thread: tid as u64,
-                    index,
-                },
-                &mut key,
-            );
-            ks.value(&key, &mut value);
-            engine.put(wo, &key, &value).map_err(Error::engine("put"))?;
-            st.finished_ops(1, OpType::Write);
-            n += 1;
-        }
-        st.add_bytes(n * entry);
-        Ok(())
+        put_keys(ks, engine, (wo, entry), (tid, 2), st)
     })?;
     let result = report(
         out,
