@@ -329,11 +329,21 @@ fn space_phase(
 }
 
 /// Bytes of the files under `dir` (file lengths, recursively).
+///
+/// The engine's background work goes on meanwhile: a file listed and deleted (by a compaction
+/// or GC) before its size is read counts as gone, not as an error.
 fn dir_bytes(dir: &std::path::Path) -> Result<u64> {
+    let gone = |e: &std::io::Error| e.kind() == std::io::ErrorKind::NotFound;
     let mut total = 0;
     for entry in std::fs::read_dir(dir)? {
-        let entry = entry?;
-        let meta = entry.metadata()?;
+        let entry = match entry {
+            Err(e) if gone(&e) => continue,
+            other => other?,
+        };
+        let meta = match entry.metadata() {
+            Err(e) if gone(&e) => continue,
+            other => other?,
+        };
         if meta.is_dir() {
             total += dir_bytes(&entry.path())?;
         } else {
