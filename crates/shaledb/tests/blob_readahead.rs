@@ -228,3 +228,35 @@ fn a_damaged_record_ahead_is_still_the_scans_corruption() {
         other => panic!("expected corruption, got {other:?}"),
     }
 }
+
+/// Reader threads of this process (`shale-blobra*`), from /proc.
+#[cfg(target_os = "linux")]
+fn reader_threads() -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+        .filter(|comm| comm.starts_with("shale-blobra"))
+        .count()
+}
+
+/// The reader threads end with their database: opening and closing one
+/// many times leaves none behind.
+#[cfg(target_os = "linux")]
+#[test]
+fn reader_threads_end_when_the_database_closes() {
+    let fs = Arc::new(MemFs::new());
+    for round in 0..20u64 {
+        let db = Db::open("/db", opts(&fs, WINDOW)).unwrap();
+        assert!(reader_threads() >= 2);
+        db.put(&key(round), &big(round, 0)).unwrap();
+        assert_eq!(scan(&db, &ReadOptions::default()).len() as u64, round + 1);
+        db.close().unwrap();
+    }
+    // Other tests of this binary may run meanwhile, each with at most two
+    // readers per open database: wait for ours to go.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while reader_threads() > 8 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(reader_threads() <= 8, "{} reader threads left", reader_threads());
+}
