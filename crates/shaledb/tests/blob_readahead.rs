@@ -258,5 +258,9 @@ fn reader_threads_end_when_the_database_closes() {
     while reader_threads() > 8 && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(10));
     }
-    assert!(reader_threads() <= 8, "{} reader threads left", reader_threads());
+    assert!(
+        reader_threads() <= 8,
+        "{} reader threads left",
+        reader_threads()
+    );
 }
