@@ -12,19 +12,12 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 mod blob_common;
-use blob_common::{big, key, prop};
+use blob_common::{big, blob_file_in, key, prop, small_blob_opts};
 
 const MIN: usize = 100;
 
 fn opts(fs: &Arc<MemFs>) -> Options {
-    Options {
-        fs: fs.clone(),
-        min_blob_size: MIN,
-        blob_file_size: 64 << 10,
-        write_buffer_size: 128 << 10,
-        background_threads: false,
-        ..Options::default()
-    }
+    small_blob_opts(fs)
 }
 
 fn collect(mut it: DbIterator) -> Vec<(Vec<u8>, Vec<u8>)> {
@@ -290,12 +283,7 @@ fn damaged_value_file_gives_corruption_naming_file_and_offset() {
     db.put(b"a", &big(1, 0)).unwrap();
     db.put(b"b", &big(2, 0)).unwrap();
     db.close().unwrap();
-    let name = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .find(|n| n.ends_with(".blob"))
-        .unwrap();
-    let path = dir.join(&name);
+    let path = blob_file_in(&dir);
     let mut bytes = std::fs::read(&path).unwrap();
     // Second record: after the 16-byte header and the first record (16 + key + value).
     let second = 16 + 16 + 1 + big(1, 0).len();

@@ -8,20 +8,15 @@ use shaledb::{Db, Options, ReadOptions};
 use std::sync::Arc;
 
 mod blob_common;
-use blob_common::{big, key, prop};
+use blob_common::{big, key, prop, small_blob_opts};
 
 /// Without scan readahead: these tests count the scan's own hits and
 /// misses (blob_readahead.rs tests readahead).
 fn opts(fs: &Arc<MemFs>, cache: usize) -> Options {
     Options {
-        fs: fs.clone(),
-        min_blob_size: 100,
-        blob_file_size: 64 << 10,
-        write_buffer_size: 128 << 10,
-        background_threads: false,
         blob_cache_size: cache,
         blob_readahead: 0,
-        ..Options::default()
+        ..small_blob_opts(fs)
     }
 }
 

@@ -14,17 +14,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 mod blob_common;
-use blob_common::{big, key, prop};
+use blob_common::{big, key, prop, small_blob_opts};
 
 fn opts(fs: &Arc<MemFs>) -> Options {
-    Options {
-        fs: fs.clone(),
-        min_blob_size: 100,
-        blob_file_size: 64 << 10,
-        write_buffer_size: 128 << 10,
-        background_threads: false,
-        ..Options::default()
-    }
+    small_blob_opts(fs)
 }
 
 /// `opts` with a background GC pass every 10 ms at live ratio 0.5, unpaced.

@@ -12,21 +12,16 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 mod blob_common;
-use blob_common::{big, key, prop};
+use blob_common::{big, blob_file_in, key, prop, small_blob_opts};
 
 const WINDOW: usize = 16;
 
 fn opts(fs: &Arc<MemFs>, readahead: usize) -> Options {
     Options {
-        fs: fs.clone(),
-        min_blob_size: 100,
-        blob_file_size: 64 << 10,
-        write_buffer_size: 128 << 10,
-        background_threads: false,
         blob_cache_size: 8 << 20,
         blob_readahead: readahead,
         blob_readahead_threads: 2,
-        ..Options::default()
+        ..small_blob_opts(fs)
     }
 }
 
@@ -197,12 +192,7 @@ fn a_damaged_record_ahead_is_still_the_scans_corruption() {
         db.put(&key(i), &big(i, 0)).unwrap();
     }
     db.close().unwrap();
-    let name = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .find(|n| n.ends_with(".blob"))
-        .unwrap();
-    let path = dir.join(&name);
+    let path = blob_file_in(&dir);
     let mut bytes = std::fs::read(&path).unwrap();
     // The sixth record (k00005): after the 16-byte header and five records
     // of 16 + key + value bytes.

@@ -1,7 +1,36 @@
 //! Fixtures shared by the key-value separation tests (blob.rs,
 //! blob_cache.rs, blob_gc_counted.rs, blob_readahead.rs).
 
-use shaledb::Db;
+use shaledb::env::mem::MemFs;
+use shaledb::{Db, Options};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Value files on an in-memory file system: values of 100 bytes or more
+/// separated, 64 KiB value files, 128 KiB memtables, no background threads.
+pub fn small_blob_opts(fs: &Arc<MemFs>) -> Options {
+    Options {
+        fs: fs.clone(),
+        min_blob_size: 100,
+        blob_file_size: 64 << 10,
+        write_buffer_size: 128 << 10,
+        background_threads: false,
+        ..Options::default()
+    }
+}
+
+/// The path of the (first listed) value file in `dir`, on the real file
+/// system.
+// Each test binary compiles this module; only the damage tests use this.
+#[allow(dead_code)]
+pub fn blob_file_in(dir: &Path) -> PathBuf {
+    let name = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .find(|n| n.ends_with(".blob"))
+        .unwrap();
+    dir.join(name)
+}
 
 /// A value of 1,000-3,999 bytes (over the tests' `min_blob_size`) that
 /// names its key number and generation.
