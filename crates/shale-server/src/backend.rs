@@ -225,6 +225,65 @@ impl Reply {
     }
 }
 
+/// What `COM_STMT_EXECUTE` answers.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Executed {
+    /// As a text query's answer; a result set's rows are encoded by the
+    /// protocol layer.
+    Reply(Reply),
+    /// A result set whose rows the session encoded as it produced them
+    /// (no row is held as [`Value`]s: docs/benchmarks.md, "Rows projected
+    /// into reused buffers").
+    BinaryRows {
+        columns: std::sync::Arc<[Column]>,
+        rows: EncodedRows,
+    },
+}
+
+/// Binary-protocol result rows (each a packet payload: `0x00`, the NULL
+/// bitmap, the values), stored one after another.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct EncodedRows {
+    bytes: Vec<u8>,
+    /// Where each row ends in `bytes`.
+    ends: Vec<usize>,
+}
+
+impl EncodedRows {
+    /// Appends a row of `values` for columns of `types`; a value that does
+    /// not fit its column's type is an error and leaves nothing behind.
+    pub fn push(
+        &mut self,
+        types: &[ColumnType],
+        values: &[Value],
+    ) -> Result<(), crate::mysql::ProtocolError> {
+        let start = self.bytes.len();
+        if let Err(e) = crate::mysql::binary::binary_row_into(&mut self.bytes, types, values) {
+            self.bytes.truncate(start);
+            return Err(e);
+        }
+        self.ends.push(self.bytes.len());
+        Ok(())
+    }
+
+    /// Rows held.
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+
+    /// The row payloads in order.
+    pub fn iter(&self) -> impl Iterator<Item = &[u8]> {
+        let starts = std::iter::once(0).chain(self.ends.iter().copied());
+        starts
+            .zip(&self.ends)
+            .map(|(start, &end)| self.bytes.get(start..end).unwrap_or_default())
+    }
+}
+
 /// What preparing a statement tells the client.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Prepared {
@@ -252,7 +311,7 @@ pub trait Session: Send {
     /// connection's, unique until closed).
     fn prepare(&mut self, id: u32, sql: &str) -> Result<Prepared, SqlError>;
     /// `COM_STMT_EXECUTE`: runs statement `id` with `params`.
-    fn execute(&mut self, id: u32, params: &[Value]) -> Result<Reply, SqlError>;
+    fn execute(&mut self, id: u32, params: &[Value]) -> Result<Executed, SqlError>;
     /// `COM_STMT_CLOSE`.
     fn close_statement(&mut self, id: u32);
     /// `COM_FIELD_LIST` (deprecated, still sent by the mysql client for

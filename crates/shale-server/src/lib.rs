@@ -12,6 +12,7 @@
 pub mod accounts;
 pub mod admin;
 pub mod backend;
+mod binary_sink;
 pub mod engine_status;
 pub mod metrics;
 pub mod mysql;

@@ -14,8 +14,9 @@
 use crate::accounts::{Account, AccountError, AccountStore};
 use crate::admin::{self, AdminContext};
 use crate::backend::{
-    Backend, Column, ConnInfo, DateTime, Prepared, Reply, Session, SqlError, Value,
+    Backend, Column, ConnInfo, DateTime, Executed, Prepared, Reply, Session, SqlError, Value,
 };
+use crate::binary_sink::BinarySink;
 use crate::mysql::auth::Credentials;
 use crate::mysql::consts::{charset, colflag, ColumnType};
 use shale_sql::{ColumnMeta, Datum, Output, SqlType};
@@ -188,7 +189,7 @@ impl SqlSession {
     }
 
     /// `COM_STMT_EXECUTE` without the slow-log timing.
-    fn execute_inner(&mut self, id: u32, params: &[Value]) -> Result<Reply, SqlError> {
+    fn execute_inner(&mut self, id: u32, params: &[Value]) -> Result<Executed, SqlError> {
         self.refresh_account()?;
         let generation = self.generation;
         let db = self.inner.current_database();
@@ -209,11 +210,16 @@ impl SqlSession {
             entry.checked = Some((generation, db.map(str::to_owned)));
         }
         let params: Vec<Datum> = params.iter().map(to_datum).collect();
+        let mut sink = BinarySink::new(entry.stmt.columns(), &entry.columns);
         let out = self
             .inner
-            .execute_prepared(&entry.stmt, &params)
+            .execute_prepared_streaming(&entry.stmt, &params, &mut sink)
             .map_err(convert_error)?;
-        Ok(match out {
+        if let Some((columns, rows)) = sink.finish() {
+            return Ok(Executed::BinaryRows { columns, rows });
+        }
+        // Not a query: an OK, or rows made without the query pipeline.
+        Ok(Executed::Reply(match out {
             Output::Rows { columns, rows } if columns.as_slice() == entry.stmt.columns() => {
                 Reply::Rows {
                     columns: entry.columns.clone(),
@@ -221,7 +227,7 @@ impl SqlSession {
                 }
             }
             other => convert_output(other),
-        })
+        }))
     }
 
     /// The start of a statement, if the slow-query log is on.
@@ -235,7 +241,7 @@ impl SqlSession {
         &self,
         timer: Option<(Duration, SystemTime, Instant)>,
         stmt: &str,
-        r: &Result<Reply, SqlError>,
+        rows_sent: usize,
     ) {
         let Some((limit, started, clock)) = timer else {
             return;
@@ -244,10 +250,7 @@ impl SqlSession {
         if query_time < limit {
             return;
         }
-        let rows_sent = match r {
-            Ok(Reply::Rows { rows, .. }) => rows.len() as u64,
-            _ => 0,
-        };
+        let rows_sent = rows_sent as u64; // usize -> u64: lossless
         self.info.shared.slow_log.record(&crate::slow_log::Entry {
             user: &self.info.user,
             host: &self.info.host,
@@ -271,7 +274,11 @@ impl Session for SqlSession {
         for stmt in stmts {
             let timer = self.slow_timer();
             let r = self.one(stmt);
-            self.log_if_slow(timer, stmt, &r);
+            let rows_sent = match &r {
+                Ok(Reply::Rows { rows, .. }) => rows.len(),
+                _ => 0,
+            };
+            self.log_if_slow(timer, stmt, rows_sent);
             let failed = r.is_err();
             out.push(r);
             if failed {
@@ -331,12 +338,17 @@ impl Session for SqlSession {
         Ok(prepared)
     }
 
-    fn execute(&mut self, id: u32, params: &[Value]) -> Result<Reply, SqlError> {
+    fn execute(&mut self, id: u32, params: &[Value]) -> Result<Executed, SqlError> {
         let timer = self.slow_timer();
         let r = self.execute_inner(id, params);
         if timer.is_some() {
             let text = self.statements.get(&id).map(|e| e.text.clone());
-            self.log_if_slow(timer, text.as_deref().unwrap_or_default(), &r);
+            let rows_sent = match &r {
+                Ok(Executed::BinaryRows { rows, .. }) => rows.len(),
+                Ok(Executed::Reply(Reply::Rows { rows, .. })) => rows.len(),
+                _ => 0,
+            };
+            self.log_if_slow(timer, text.as_deref().unwrap_or_default(), rows_sent);
         }
         r
     }
@@ -389,7 +401,7 @@ fn convert_rows(rows: Vec<Vec<Datum>>) -> Vec<Vec<Value>> {
 }
 
 /// The protocol column definition of a SQL result column.
-fn convert_column(c: &ColumnMeta) -> Column {
+pub(crate) fn convert_column(c: &ColumnMeta) -> Column {
     let (col_type, length, decimals) = match &c.ty {
         SqlType::Int { bytes, .. } => (
             match bytes {
@@ -476,7 +488,7 @@ fn protocol_datetime(d: &shale_sql::DateTime) -> DateTime {
 }
 
 /// A SQL value as the protocol sends it.
-fn to_value(d: Datum) -> Value {
+pub(crate) fn to_value(d: Datum) -> Value {
     match d {
         Datum::Null => Value::Null,
         Datum::Int(v) => Value::Int(v),

@@ -9,7 +9,9 @@
 //! on a timing figure.
 #![allow(clippy::unwrap_used, clippy::indexing_slicing)] // a panic in a test is a failure
 
-use shale_server::backend::{Backend, Column, ConnInfo, Prepared, Reply, Session, SqlError, Value};
+use shale_server::backend::{
+    Backend, Column, ConnInfo, Executed, Prepared, Reply, Session, SqlError, Value,
+};
 use shale_server::mysql::auth::{native_token, Credentials};
 use shale_server::mysql::consts::ColumnType;
 use shale_server::server::{Server, ServerConfig, Shared, ShutdownHandle, ThreadHandling};
@@ -74,7 +76,7 @@ impl Session for FixtureSession {
     fn prepare(&mut self, _id: u32, _sql: &str) -> Result<Prepared, SqlError> {
         Err(SqlError::new(1064, *b"42000", "fixture prepares nothing"))
     }
-    fn execute(&mut self, _id: u32, _params: &[Value]) -> Result<Reply, SqlError> {
+    fn execute(&mut self, _id: u32, _params: &[Value]) -> Result<Executed, SqlError> {
         Err(SqlError::new(1243, *b"HY000", "fixture prepares nothing"))
     }
     fn close_statement(&mut self, _id: u32) {}

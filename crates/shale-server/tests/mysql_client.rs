@@ -7,7 +7,9 @@
 //! packets and packets over 16 MiB in both directions.
 #![allow(clippy::unwrap_used, clippy::indexing_slicing)] // a panic in a test is a failure
 
-use shale_server::backend::{Backend, Column, ConnInfo, Prepared, Reply, Session, SqlError, Value};
+use shale_server::backend::{
+    Backend, Column, ConnInfo, Executed, Prepared, Reply, Session, SqlError, Value,
+};
 use shale_server::mysql::auth::Credentials;
 use shale_server::mysql::consts::ColumnType;
 use shale_server::server::{Server, ServerConfig, ShutdownHandle};
@@ -80,7 +82,7 @@ impl Session for FixtureSession {
         })
     }
     /// Echoes the parameters, each in a column of its own type.
-    fn execute(&mut self, _id: u32, params: &[Value]) -> Result<Reply, SqlError> {
+    fn execute(&mut self, _id: u32, params: &[Value]) -> Result<Executed, SqlError> {
         let columns: std::sync::Arc<[Column]> = params
             .iter()
             .map(|p| {
@@ -94,10 +96,10 @@ impl Session for FixtureSession {
                 Column::new("?", t)
             })
             .collect();
-        Ok(Reply::Rows {
+        Ok(Executed::Reply(Reply::Rows {
             columns,
             rows: vec![params.to_vec()],
-        })
+        }))
     }
     fn close_statement(&mut self, _id: u32) {}
     /// Table `t` has columns `a` and `b`.

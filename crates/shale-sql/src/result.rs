@@ -34,6 +34,13 @@ pub trait ResultSink {
         self.columns(&columns)
     }
     fn row(&mut self, row: Vec<Datum>) -> Result<()>;
+    /// A row the caller keeps (it reuses the buffers for the next row): a
+    /// sink that encodes each row as it comes (the server's binary result
+    /// rows) takes it without the copy; by default it is copied to
+    /// [`ResultSink::row`].
+    fn row_ref(&mut self, row: &[Datum]) -> Result<()> {
+        self.row(row.to_vec())
+    }
     /// Whether rows must fit the column types given before them (a sink
     /// that holds every row instead gets them as made, and conforms).
     fn streaming(&self) -> bool {
@@ -154,13 +161,7 @@ impl<'a, 's> Pipeline<'a, 's> {
         self.pushed += 1;
         match self.sorter.as_mut() {
             None => {
-                if self.sink.streaming() && !row_fits(&self.columns, &vals) {
-                    // Plain columns always fit; a row that does not would
-                    // go out under a wrong type, so refuse it.
-                    return Err(Error::Unsupported(
-                        "streaming a value that does not fit its column's type".into(),
-                    ));
-                }
+                self.check_fits(&vals)?;
                 self.emit(vals, None)
             }
             Some(sorter) => {
@@ -175,30 +176,75 @@ impl<'a, 's> Pipeline<'a, 's> {
         }
     }
 
+    /// [`Pipeline::push`] of a row the caller keeps: on the direct path it
+    /// goes to [`ResultSink::row_ref`] without a copy (a point select or a
+    /// range scan projects each row into the same buffers); otherwise it is
+    /// copied in.
+    pub(crate) fn push_ref(&mut self, keys: &[Datum], vals: &[Datum]) -> Result<bool> {
+        if self.sorter.is_some() {
+            return self.push(keys.to_vec(), vals.to_vec());
+        }
+        self.pushed += 1;
+        self.check_fits(vals)?;
+        if !self.admit(vals) {
+            return Ok(self.left != Some(0));
+        }
+        self.sink.row_ref(vals)?;
+        Ok(self.count_sent())
+    }
+
     /// Sends `vals` on unless DISTINCT, OFFSET or LIMIT drops it; false
     /// once LIMIT is reached.
     fn emit(&mut self, mut vals: Vec<Datum>, conv: Option<&Conversions>) -> Result<bool> {
-        if self.left == Some(0) {
-            return Ok(false);
-        }
-        if let Some(seen) = self.distinct.as_mut() {
-            if !seen.insert(group_key(&vals)) {
-                return Ok(true);
-            }
-        }
-        if self.to_skip > 0 {
-            self.to_skip -= 1;
-            return Ok(true);
+        if !self.admit(&vals) {
+            return Ok(self.left != Some(0));
         }
         if let Some(c) = conv {
             c.apply(&mut vals);
         }
         self.sink.row(vals)?;
-        if let Some(l) = self.left.as_mut() {
-            *l -= 1;
-            return Ok(*l > 0);
+        Ok(self.count_sent())
+    }
+
+    /// On the direct path: plain columns always fit their types; a row that
+    /// does not would go out to a streaming sink under a wrong type, so it
+    /// is refused.
+    fn check_fits(&self, vals: &[Datum]) -> Result<()> {
+        if self.sink.streaming() && !row_fits(&self.columns, vals) {
+            return Err(Error::Unsupported(
+                "streaming a value that does not fit its column's type".into(),
+            ));
         }
-        Ok(true)
+        Ok(())
+    }
+
+    /// Whether the next row goes to the sink: not once LIMIT is reached,
+    /// not a DISTINCT duplicate, not one OFFSET skips.
+    fn admit(&mut self, vals: &[Datum]) -> bool {
+        if self.left == Some(0) {
+            return false;
+        }
+        if let Some(seen) = self.distinct.as_mut() {
+            if !seen.insert(group_key(vals)) {
+                return false;
+            }
+        }
+        if self.to_skip > 0 {
+            self.to_skip -= 1;
+            return false;
+        }
+        true
+    }
+
+    /// Counts a row sent against LIMIT; false once it is reached.
+    fn count_sent(&mut self) -> bool {
+        match self.left.as_mut() {
+            Some(l) => {
+                *l -= 1;
+                *l > 0
+            }
+            None => true,
+        }
     }
 
     /// Sends the rows held back (sorted), after the columns.

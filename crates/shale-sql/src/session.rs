@@ -504,13 +504,33 @@ impl Session {
         stmt: &PreparedStatement,
         params: &[Datum],
     ) -> Result<Output> {
+        self.run_prepared(stmt, params, None)
+    }
+
+    /// [`Session::execute_prepared`] with a query's columns and rows handed
+    /// to `sink` as they are produced, as [`Session::execute_streaming`].
+    pub fn execute_prepared_streaming(
+        &mut self,
+        stmt: &PreparedStatement,
+        params: &[Datum],
+        sink: &mut dyn ResultSink,
+    ) -> Result<Output> {
+        self.run_prepared(stmt, params, Some(sink))
+    }
+
+    fn run_prepared(
+        &mut self,
+        stmt: &PreparedStatement,
+        params: &[Datum],
+        sink: Option<&mut dyn ResultSink>,
+    ) -> Result<Output> {
         if params.len() != stmt.params {
             return Err(Error::PlaceholderCount("mysqld_stmt_execute".into()));
         }
         match stmt.stmt.as_ref() {
             // A query may run the plan its last execution made.
-            q @ Statement::Query(_) => self.row_statement(q, params, None, Some(&stmt.plan), None),
-            other => self.dispatch(other, params, None, None),
+            q @ Statement::Query(_) => self.row_statement(q, params, sink, Some(&stmt.plan), None),
+            other => self.dispatch(other, params, sink, None),
         }
     }
 

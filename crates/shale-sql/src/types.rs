@@ -500,6 +500,17 @@ impl Datum {
         matches!(self, Datum::Null)
     }
 
+    /// `*self = src.clone()`, reusing this datum's byte buffer when both are
+    /// strings (derived `Clone` has no such `clone_from`).
+    pub fn assign(&mut self, src: &Datum) {
+        if let (Datum::Bytes(dst), Datum::Bytes(b)) = (&mut *self, src) {
+            dst.clear();
+            dst.extend_from_slice(b);
+            return;
+        }
+        *self = src.clone();
+    }
+
     pub fn text(s: &str) -> Datum {
         Datum::Bytes(s.as_bytes().to_vec())
     }
@@ -805,6 +816,30 @@ pub fn coerce(v: Datum, ty: &SqlType, column: &str, row: u64) -> Result<Datum> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn assign_copies_into_the_old_string_buffer() {
+        let mut slot = Datum::text("a string of some length");
+        let Datum::Bytes(b) = &slot else {
+            panic!("text is bytes")
+        };
+        let buf = b.as_ptr();
+        slot.assign(&Datum::text("short"));
+        assert_eq!(slot, Datum::text("short"));
+        assert!(
+            matches!(&slot, Datum::Bytes(b) if b.as_ptr() == buf),
+            "buffer reused"
+        );
+        for src in [
+            Datum::Int(-3),
+            Datum::Null,
+            Datum::text("again"),
+            Datum::UInt(9),
+        ] {
+            slot.assign(&src);
+            assert_eq!(slot, src);
+        }
+    }
 
     #[test]
     fn decimal_parse_format_round_trip() {

@@ -14,7 +14,7 @@ use super::consts::{err, ColumnType};
 use super::results::{column_definition, eof_packet, err_packet, ok_packet};
 use super::wire::{put_lenenc_int, Reader};
 use super::ProtocolError;
-use crate::backend::{Column, Reply, Session, SqlError};
+use crate::backend::{Column, Executed, Reply, Session, SqlError};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -150,43 +150,63 @@ impl<T: Session> Conn<T> {
         let st = session_status(&self.session);
         match reply {
             Err(e) => self.out.write_payload(&err_packet(&e)),
-            Ok(Reply::Ok {
+            Ok(Executed::Reply(Reply::Ok {
                 affected_rows,
                 last_insert_id,
                 warnings,
                 info,
-            }) => self.out.write_payload(&ok_packet(
+            })) => self.out.write_payload(&ok_packet(
                 affected_rows,
                 last_insert_id,
                 st,
                 warnings,
                 &info,
             )),
-            Ok(Reply::Rows { columns, rows }) => {
-                let mut count = Vec::new();
-                put_lenenc_int(&mut count, columns.len() as u64); // usize -> u64: lossless
-                self.out.write_payload(&count);
-                let kept = self.stmts.by_id.get_mut(&id).and_then(|s| s.defs.take());
-                let defs = match kept {
-                    Some(d) if Arc::ptr_eq(&d.columns, &columns) => d,
-                    _ => Defs::new(columns),
-                };
-                for d in &defs.encoded {
-                    self.out.write_payload(d);
-                }
-                self.out.write_payload(&eof_packet(0, st));
+            Ok(Executed::Reply(Reply::Rows { columns, rows })) => {
+                let defs = self.result_header(id, columns, st);
                 for row in &rows {
                     self.out
                         .write_payload_with(|buf| binary_row_into(buf, &defs.types, row))?;
                 }
-                self.out.write_payload(&eof_packet(0, st));
-                if let Some(s) = self.stmts.by_id.get_mut(&id) {
-                    s.defs = Some(defs);
+                self.result_end(id, defs, st);
+            }
+            Ok(Executed::BinaryRows { columns, rows }) => {
+                let defs = self.result_header(id, columns, st);
+                for row in rows.iter() {
+                    self.out.write_payload(row);
                 }
+                self.result_end(id, defs, st);
             }
         }
         self.record_run(started, ran);
         Ok(())
+    }
+
+    /// Writes a result set's column count, definitions and EOF; returns the
+    /// definitions (kept with statement `id` while its columns stay the
+    /// same, so they are encoded once).
+    fn result_header(&mut self, id: u32, columns: Arc<[Column]>, st: u16) -> Defs {
+        let mut count = Vec::new();
+        put_lenenc_int(&mut count, columns.len() as u64); // usize -> u64: lossless
+        self.out.write_payload(&count);
+        let kept = self.stmts.by_id.get_mut(&id).and_then(|s| s.defs.take());
+        let defs = match kept {
+            Some(d) if Arc::ptr_eq(&d.columns, &columns) => d,
+            _ => Defs::new(columns),
+        };
+        for d in &defs.encoded {
+            self.out.write_payload(d);
+        }
+        self.out.write_payload(&eof_packet(0, st));
+        defs
+    }
+
+    /// Ends a result set after its rows and keeps `defs` for statement `id`.
+    fn result_end(&mut self, id: u32, defs: Defs, st: u16) {
+        self.out.write_payload(&eof_packet(0, st));
+        if let Some(s) = self.stmts.by_id.get_mut(&id) {
+            s.defs = Some(defs);
+        }
     }
 
     /// No reply, even on error (the protocol has none): a bad id or
