@@ -4,7 +4,9 @@
 Installs what is missing (mariadb-server, mariadb-plugin-rocksdb, sysbench; apt-get as root),
 builds `shale` in release mode, then for each server: starts it on 127.0.0.1 with its data in a
 fresh temp directory, creates the sbtest database and user, `prepare`s the tables, runs each
-oltp_* script for --time seconds at each --threads value, and stops it. The same durability
+oltp_* script for --time seconds at each --threads value (each run after the server has
+settled: under 10% of a core for 5 s, so background work left by the load or the last run is
+done), and stops it. The same durability
 everywhere by default: a commit reaches the OS but is not fsynced
 (innodb_flush_log_at_trx_commit=2, rocksdb_flush_log_at_trx_commit=2, ShaleDB without
 --sync-commits); --sync fsyncs every commit on all three.
@@ -260,6 +262,13 @@ def main():
     ap.add_argument("--table-size", type=int, default=100000)
     ap.add_argument("--sync", action="store_true", help="fsync every commit on all servers")
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--interleave", action="store_true",
+                    help="start and load every server first, then run each script on them "
+                         "in turn (default: one server after the other)")
+    ap.add_argument("--no-settle", dest="settle", action="store_false",
+                    help="start each run right after the last (default: wait until the "
+                         "server has used under 10%% of a core for 5 s, at most 180 s, "
+                         "every server alike)")
     ap.add_argument("--old-shale", metavar="PATH",
                     help="another `shale` binary, run as server `shale-old` (before/after runs)")
     ap.add_argument("--shale-cache-mb", type=int, default=1024,
@@ -280,30 +289,64 @@ def main():
     scripts = args.scripts.split(",")
     tmp = tempfile.mkdtemp(prefix="shale-sysbench-")
     results = {}
+
+    def make(name):
+        return {"shale": lambda: Shale(tmp, args.sync),
+                "shale-old": lambda: Shale(tmp, args.sync, "shale-old", args.old_shale),
+                "innodb": lambda: Maria(tmp, args.sync, "innodb"),
+                "myrocks": lambda: Maria(tmp, args.sync, "rocksdb")}[name]()
+
+    def prepare(name, server):
+        print(f"# {name}: prepare {args.tables} x {args.table_size}", flush=True)
+        t0 = time.time()
+        sysbench(server, "oltp_read_write", "prepare", args, threads=min(args.tables, 4))
+        results[(name, "prepare", 0)] = {"seconds": time.time() - t0}
+
+    def run(name, server, script, t):
+        # Each run starts on a settled server: the load's (or the last run's) flushes,
+        # compactions and purge done, so their CPU is not counted against whichever
+        # script happens to come next.
+        settled = wait_settled(server, timeout=180) if args.settle else 0.0
+        before = cpu_sample(server)
+        r = parse(sysbench(server, script, "run", args, threads=t))
+        r.update(cpu_per_query(before, cpu_sample(server), r, args.time))
+        r["settled_s"] = round(settled, 1)
+        results[(name, script, t)] = r
+        print(f"{name:8} {script:24} {t:3} thr  tps {r['tps']}  qps {r['qps']}  "
+              f"p95 {r['p95_ms']} ms  errors {r['errors']}  cpu us/query: "
+              f"server {r['server_user_us']}+{r['server_sys_us']} "
+              f"client {r['client_user_us']}+{r['client_sys_us']}  "
+              f"settled after {r['settled_s']} s", flush=True)
+
     try:
-        for name in args.servers.split(","):
-            server = {"shale": lambda: Shale(tmp, args.sync),
-                      "shale-old": lambda: Shale(tmp, args.sync, "shale-old", args.old_shale),
-                      "innodb": lambda: Maria(tmp, args.sync, "innodb"),
-                      "myrocks": lambda: Maria(tmp, args.sync, "rocksdb")}[name]()
-            server.start()
+        if args.interleave:
+            # Every server up and loaded at once; each script then runs on one server after
+            # the other, so the runs compared are minutes apart, not a whole server's turn.
+            servers = []
             try:
-                print(f"# {name}: prepare {args.tables} x {args.table_size}", flush=True)
-                t0 = time.time()
-                sysbench(server, "oltp_read_write", "prepare", args, threads=min(args.tables, 4))
-                results[(name, "prepare", 0)] = {"seconds": time.time() - t0}
+                for name in args.servers.split(","):
+                    server = make(name)
+                    server.start()
+                    servers.append((name, server))
+                    prepare(name, server)
                 for script in scripts:
                     for t in threads:
-                        before = cpu_sample(server)
-                        r = parse(sysbench(server, script, "run", args, threads=t))
-                        r.update(cpu_per_query(before, cpu_sample(server), r, args.time))
-                        results[(name, script, t)] = r
-                        print(f"{name:8} {script:24} {t:3} thr  tps {r['tps']}  qps {r['qps']}  "
-                              f"p95 {r['p95_ms']} ms  errors {r['errors']}  cpu us/query: "
-                              f"server {r['server_user_us']}+{r['server_sys_us']} "
-                              f"client {r['client_user_us']}+{r['client_sys_us']}", flush=True)
+                        for name, server in servers:
+                            run(name, server, script, t)
             finally:
-                server.stop()
+                for _, server in servers:
+                    server.stop()
+        else:
+            for name in args.servers.split(","):
+                server = make(name)
+                server.start()
+                try:
+                    prepare(name, server)
+                    for script in scripts:
+                        for t in threads:
+                            run(name, server, script, t)
+                finally:
+                    server.stop()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     names = args.servers.split(",")
