@@ -552,7 +552,7 @@ impl<'a> Executor<'a> {
             // them to the sink by reference (no allocation per row).
             let (mut keys, mut vals) = (Vec::new(), Vec::new());
             self.for_each_row_values(plan, first, &mut |row| {
-                self.project_into(plan, row, &mut keys, &mut vals)?;
+                self.project_into(plan, row, &[], &mut keys, &mut vals)?;
                 out.push_ref(&keys, &vals)
             })?;
         }
@@ -593,20 +593,20 @@ impl<'a> Executor<'a> {
         out.finish()
     }
 
-    /// [`Executor::project`] of a row without aggregates into buffers kept
-    /// across rows: a plain column's string is copied into the buffer its
-    /// slot held for the previous row instead of a new allocation (the
-    /// allocations were ~7% of the server's samples under sysbench
-    /// `oltp_read_write`, docs/benchmarks.md "Rows projected into reused
-    /// buffers").
+    /// [`Executor::project`] into buffers kept across rows: a plain
+    /// column's string is copied into the buffer its slot held for the
+    /// previous row instead of a new allocation (the allocations were ~7%
+    /// of the server's samples under sysbench `oltp_read_write`,
+    /// docs/benchmarks.md "Rows projected into reused buffers").
     fn project_into(
         &self,
         plan: &SelectPlan,
         row: &[Datum],
+        aggs: &[Datum],
         keys: &mut Vec<Datum>,
         vals: &mut Vec<Datum>,
     ) -> Result<()> {
-        self.with_cx(&[], |cx| {
+        self.with_cx(aggs, |cx| {
             keys.clear();
             for (e, _) in &plan.order_by {
                 keys.push(e.eval(row, cx)?);
@@ -629,17 +629,10 @@ impl<'a> Executor<'a> {
         row: &[Datum],
         aggs: &[Datum],
     ) -> Result<(Vec<Datum>, Vec<Datum>)> {
-        self.with_cx(aggs, |cx| {
-            let mut keys = Vec::with_capacity(plan.order_by.len());
-            for (e, _) in &plan.order_by {
-                keys.push(e.eval(row, cx)?);
-            }
-            let mut vals = Vec::with_capacity(plan.projection.len());
-            for c in &plan.projection {
-                vals.push(c.expr.eval(row, cx)?);
-            }
-            Ok((keys, vals))
-        })
+        let mut keys = Vec::with_capacity(plan.order_by.len());
+        let mut vals = Vec::with_capacity(plan.projection.len());
+        self.project_into(plan, row, aggs, &mut keys, &mut vals)?;
+        Ok((keys, vals))
     }
 }
 
