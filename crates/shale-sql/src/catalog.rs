@@ -320,7 +320,8 @@ const NEXT_ID_KEY: &[u8] = b"N";
 #[derive(Default)]
 struct CatalogState {
     databases: BTreeSet<String>,
-    tables: HashMap<(String, String), Arc<TableDef>>,
+    /// foldhash, not SipHash: looked up twice per statement.
+    tables: HashMap<(String, String), Arc<TableDef>, foldhash::fast::RandomState>,
 }
 
 #[derive(Default, Clone, Copy)]
@@ -343,7 +344,7 @@ pub struct Catalog {
     /// Held shared by row statements, exclusively by DDL.
     pub schema: RwLock<()>,
     next_id: Mutex<u64>,
-    autoinc: Mutex<HashMap<u32, AutoInc>>,
+    autoinc: Mutex<HashMap<u32, AutoInc, foldhash::fast::RandomState>>,
     write_options: RwLock<WriteOptions>,
     /// Rows to bring to their table's current schema version, and the
     /// sweep that retires unused versions (schema_upgrade.rs).
@@ -379,7 +380,7 @@ impl Catalog {
             ddl: Mutex::new(()),
             schema: RwLock::new(()),
             next_id: Mutex::new(1),
-            autoinc: Mutex::new(HashMap::new()),
+            autoinc: Mutex::new(HashMap::default()),
             write_options: RwLock::new(WriteOptions::default()),
             upgrade: Arc::default(),
             plan_epoch: AtomicU64::new(0),
@@ -721,7 +722,11 @@ impl Catalog {
         self.autoinc.lock().remove(&table_id);
     }
 
-    fn autoinc_state(&self, map: &HashMap<u32, AutoInc>, table_id: u32) -> Result<AutoInc> {
+    fn autoinc_state(
+        &self,
+        map: &HashMap<u32, AutoInc, foldhash::fast::RandomState>,
+        table_id: u32,
+    ) -> Result<AutoInc> {
         if let Some(a) = map.get(&table_id) {
             return Ok(*a);
         }

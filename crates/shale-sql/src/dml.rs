@@ -138,7 +138,15 @@ impl<'a> Dml<'a> {
         Ok(out)
     }
 
-    pub fn insert(&self, txn: &mut Txn, ins: &ast::Insert) -> Result<DmlResult> {
+    /// Runs `ins`; `values`, when given, are its VALUES rows instead of
+    /// the statement's own (an INSERT made from a kept head, whose
+    /// statement has none: fast_insert.rs).
+    pub fn insert(
+        &self,
+        txn: &mut Txn,
+        ins: &ast::Insert,
+        values: Option<&[ast::Parens<Vec<ast::Expr>>]>,
+    ) -> Result<DmlResult> {
         let ast::TableObject::TableName(name) = &ins.table else {
             return Err(Error::Unsupported("INSERT into a table function".into()));
         };
@@ -165,10 +173,15 @@ impl<'a> Dml<'a> {
             .as_ref()
             .ok_or_else(|| Error::Unsupported("INSERT ... SET".into()))?;
         // Input rows: VALUES lists, or the result of a SELECT read first.
-        let inputs: Vec<Vec<Datum>> = match source.body.as_ref() {
-            ast::SetExpr::Values(values) => {
-                let mut out = Vec::with_capacity(values.rows.len());
-                for (i, r) in values.rows.iter().enumerate() {
+        let rows = match (values, source.body.as_ref()) {
+            (Some(rows), _) => Some(rows),
+            (None, ast::SetExpr::Values(v)) => Some(v.rows.as_slice()),
+            (None, _) => None,
+        };
+        let inputs: Vec<Vec<Datum>> = match rows {
+            Some(rows) => {
+                let mut out = Vec::with_capacity(rows.len());
+                for (i, r) in rows.iter().enumerate() {
                     if r.content.len() != positions.len()
                         && !(r.content.is_empty() && ins.columns.is_empty())
                     {
@@ -182,7 +195,7 @@ impl<'a> Dml<'a> {
                 }
                 out
             }
-            _ => {
+            None => {
                 let plan = self.planner().plan_query(source)?;
                 let ex = Executor::new(self.cat, txn, self.params, self.interrupt);
                 let (_, rows) = ex.run(&plan)?;

@@ -23,7 +23,7 @@ use crate::sort::Limits;
 use crate::types::{Datum, SqlType};
 use shaledb::txn::{Isolation, Txn, TxnOptions};
 use shaledb::WriteOptions;
-use sqlparser::ast::{self, Statement};
+use sqlparser::ast::{self, Expr, Parens, Statement};
 use sqlparser::dialect::MySqlDialect;
 use sqlparser::parser::Parser;
 use sqlparser::tokenizer::{Token, Tokenizer};
@@ -184,13 +184,20 @@ pub struct ParsedStatement<'a> {
     /// Facts of a kept INSERT head (fast_insert.rs), when the statement
     /// was made from one: they replace walks of the whole statement.
     head: Option<Arc<crate::fast_insert::HeadFacts>>,
+    /// A statement made from a kept INSERT head, in two parts: the head's
+    /// statement (no rows) and this text's rows. `stmts` is then empty.
+    kept: Option<(Arc<crate::fast_insert::Template>, crate::fast_insert::Rows)>,
 }
 
 impl<'a> ParsedStatement<'a> {
     pub fn new(sql: &'a str) -> ParsedStatement<'a> {
-        let (mut stmts, head) = match parse_with_facts(&normalize(sql)) {
-            Ok((stmts, head)) => (Ok(stmts), head),
-            Err(e) => (Err(e), None),
+        let (mut stmts, head, kept) = match parse_keeping_heads(&normalize(sql)) {
+            Ok(Parsed::Statements(stmts, head)) => (Ok(stmts), head, None),
+            Ok(Parsed::Kept(template, rows)) => {
+                let head = Some(Arc::clone(&template.facts));
+                (Ok(Vec::new()), head, Some((template, rows)))
+            }
+            Err(e) => (Err(e), None, None),
         };
         let relations = match (crate::maintenance::table_list(sql), &mut stmts, &head) {
             (Some((_, tables)), ..) => Arc::new(tables),
@@ -216,6 +223,7 @@ impl<'a> ParsedStatement<'a> {
             stmts,
             relations,
             head,
+            kept,
         }
     }
 
@@ -278,25 +286,43 @@ fn normalize(sql: &str) -> String {
 }
 
 fn parse(sql: &str) -> Result<Vec<Statement>> {
-    parse_with_facts(sql).map(|(stmts, _)| stmts)
+    match parse_keeping_heads(sql)? {
+        Parsed::Statements(stmts, _) => Ok(stmts),
+        Parsed::Kept(template, rows) => crate::fast_insert::FastInsert::Kept(template, rows)
+            .into_statement()
+            .map(|(stmt, _)| vec![stmt])
+            .ok_or_else(|| Error::Syntax("a kept INSERT head lost its VALUES".into())),
+    }
 }
 
-/// [`parse`], with a kept INSERT head's facts when the fast path made the
-/// statement from one (fast_insert.rs).
-fn parse_with_facts(
-    sql: &str,
-) -> Result<(Vec<Statement>, Option<Arc<crate::fast_insert::HeadFacts>>)> {
+/// What [`parse_keeping_heads`] made of a text.
+enum Parsed {
+    /// The statements, with a kept INSERT head's facts when the fast path
+    /// parsed the statement and kept its head.
+    Statements(Vec<Statement>, Option<Arc<crate::fast_insert::HeadFacts>>),
+    /// An INSERT made from a kept head (fast_insert.rs), in two parts.
+    Kept(Arc<crate::fast_insert::Template>, crate::fast_insert::Rows),
+}
+
+/// [`parse`], leaving an INSERT made from a kept head in two parts.
+fn parse_keeping_heads(sql: &str) -> Result<Parsed> {
     if sql.len() > MAX_STATEMENT_BYTES {
         return Err(Error::Syntax(format!(
             "statement of {} bytes is larger than max_allowed_packet",
             sql.len()
         )));
     }
-    if let Some((stmt, head)) = crate::fast_insert::parse_with_facts(sql) {
-        return Ok((vec![stmt], head));
+    match crate::fast_insert::scan(sql) {
+        Some(crate::fast_insert::FastInsert::Parsed(stmt, head)) => {
+            return Ok(Parsed::Statements(vec![*stmt], head))
+        }
+        Some(crate::fast_insert::FastInsert::Kept(template, rows)) => {
+            return Ok(Parsed::Kept(template, rows))
+        }
+        None => {}
     }
     Parser::parse_sql(&MySqlDialect {}, sql)
-        .map(|stmts| (stmts, None))
+        .map(|stmts| Parsed::Statements(stmts, None))
         .map_err(|e| Error::Syntax(e.to_string()))
 }
 
@@ -437,11 +463,13 @@ impl Session {
                 ["SET", "SESSION" | "LOCAL", "TRANSACTION", ..]
             )
         };
+        let lone = parsed.head.as_ref().map(|h| h.reads_one_row_set);
+        if let Some((template, rows)) = &parsed.kept {
+            let values = Some(rows.as_slice());
+            return self.row_statement(&template.stmt, &[], sink, None, lone, values);
+        }
         match parsed.stmts?.as_slice() {
-            [s] => {
-                let lone = parsed.head.as_ref().map(|h| h.reads_one_row_set);
-                self.dispatch(s, &[], sink, lone)
-            }
+            [s] => self.dispatch(s, &[], sink, lone),
             [] => Err(Error::Syntax("Query was empty".into())),
             _ => Err(Error::Syntax(
                 "more than one statement; use execute_script".into(),
@@ -529,7 +557,9 @@ impl Session {
         }
         match stmt.stmt.as_ref() {
             // A query may run the plan its last execution made.
-            q @ Statement::Query(_) => self.row_statement(q, params, sink, Some(&stmt.plan), None),
+            q @ Statement::Query(_) => {
+                self.row_statement(q, params, sink, Some(&stmt.plan), None, None)
+            }
             other => self.dispatch(other, params, sink, None),
         }
     }
@@ -611,7 +641,7 @@ impl Session {
             | Statement::Insert(_)
             | Statement::Update(_)
             | Statement::Delete(_) => {
-                self.row_statement(stmt, params, sink, None, reads_one_row_set)
+                self.row_statement(stmt, params, sink, None, reads_one_row_set, None)
             }
             Statement::StartTransaction { modes, .. } => {
                 let read_only = modes.iter().any(|m| {
@@ -943,7 +973,8 @@ impl Session {
     }
 
     /// Runs a SELECT/INSERT/UPDATE/DELETE in the session's transaction
-    /// (`reads_one_row_set` as for [`Self::dispatch`]).
+    /// (`reads_one_row_set` as for [`Self::dispatch`]; `values`: the rows
+    /// of an INSERT made from a kept head, whose `stmt` has none).
     fn row_statement(
         &mut self,
         stmt: &Statement,
@@ -951,6 +982,7 @@ impl Session {
         sink: Option<&mut dyn ResultSink>,
         plan_cache: Option<&PlanCache>,
         reads_one_row_set: Option<bool>,
+        values: Option<&[Parens<Vec<Expr>>]>,
     ) -> Result<Output> {
         let writes = !matches!(stmt, Statement::Query(_));
         if writes && self.read_only_txn {
@@ -985,7 +1017,7 @@ impl Session {
                 &shared,
                 &self.facts,
                 txn,
-                stmt,
+                (stmt, values),
                 params,
                 self.interrupt.as_deref(),
                 !in_explicit,
@@ -1409,7 +1441,7 @@ fn run_row_statement(
     shared: &Shared,
     facts: &SessionFacts,
     txn: &mut Txn,
-    stmt: &Statement,
+    (stmt, values): (&Statement, Option<&[Parens<Vec<Expr>>]>),
     params: &[Datum],
     interrupt: Option<&AtomicBool>,
     alone: bool,
@@ -1480,7 +1512,7 @@ fn run_row_statement(
             Ok((Output::Rows { columns, rows }, Vec::new()))
         }
         Statement::Insert(ins) => {
-            let r = dml.insert(txn, ins)?;
+            let r = dml.insert(txn, ins, values)?;
             let t = match &ins.table {
                 ast::TableObject::TableName(n) => planner.table(n).ok(),
                 _ => None,

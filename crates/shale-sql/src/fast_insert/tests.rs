@@ -140,7 +140,7 @@ fn head_facts_equal_walks_of_the_whole_statement() {
     ] {
         for rows in ["(1, 2)", "(3, 'x'), (-4, NULL)", "(5, 6)"] {
             let sql = format!("{head}{rows}");
-            let (stmt, facts) = super::parse_with_facts(&sql).unwrap();
+            let (stmt, facts) = super::scan(&sql).unwrap().into_statement().unwrap();
             let facts = facts.unwrap_or_else(|| panic!("no facts: {sql}"));
             assert_eq!(
                 *facts.relations,
@@ -157,6 +157,27 @@ fn head_facts_equal_walks_of_the_whole_statement() {
         }
     }
     let with_tail = "INSERT INTO facts_a (id, k) VALUES (1, 2) ON DUPLICATE KEY UPDATE k = (SELECT 1 FROM facts_d)";
-    let (_, facts) = super::parse_with_facts(with_tail).expect("a statement with a tail parses");
+    let (_, facts) = super::scan(with_tail)
+        .and_then(super::FastInsert::into_statement)
+        .expect("a statement with a tail parses");
     assert!(facts.is_none(), "a tail may name tables: no kept facts");
+}
+
+#[test]
+fn a_kept_head_comes_back_in_two_parts_with_the_parsers_rows() {
+    let head = "INSERT INTO kept_parts_t (id, c) VALUES ";
+    let first = format!("{head}(1, 'a')");
+    assert!(matches!(
+        super::scan(&first),
+        Some(super::FastInsert::Parsed(..))
+    ));
+    let second = format!("{head}(2, 'b\\'c'), (-3, NULL)");
+    let Some(super::FastInsert::Kept(template, rows)) = super::scan(&second) else {
+        panic!("the second statement with the head is made from the kept head");
+    };
+    let mut parsed = Parser::parse_sql(&MySqlDialect {}, &second).unwrap();
+    let parsed = parsed.pop().unwrap();
+    let mut whole = template.stmt.clone();
+    *super::values_of(&mut whole).unwrap() = rows;
+    assert_eq!(whole, parsed);
 }
