@@ -544,7 +544,13 @@ impl<'a> Dml<'a> {
         exclusive: bool,
     ) -> Result<Rows> {
         let mut found: Vec<Found> = Vec::new();
-        {
+        // A primary-key point (OLTP's `UPDATE/DELETE ... WHERE id = ?`):
+        // the lock-and-read below reads the row, so it is not read at the
+        // snapshot first (that was a second read of the same key).
+        let point = self.point_key(txn, plan)?;
+        if let Some(key) = &point {
+            found.push((Vec::new(), key.clone(), Vec::new()));
+        } else {
             let ex = Executor::new(self.cat, txn, self.params, self.interrupt);
             ex.for_each_row(plan, None, &mut |row, keys| {
                 let sort = ex.with_cx(&[], |cx| {
@@ -588,9 +594,21 @@ impl<'a> Dml<'a> {
                 break;
             }
             let latest = if exclusive {
-                txn.get_for_update_cf(cf, &key)?
+                txn.get_for_update_cf(cf, &key)
             } else {
-                txn.get_for_share_cf(cf, &key)?
+                txn.get_for_share_cf(cf, &key)
+            };
+            let latest = match latest {
+                // A point not read at the snapshot first: a row committed
+                // after the snapshot is a conflict only if the snapshot
+                // sees the row too (else the statement matches nothing,
+                // as it would had the snapshot been read first).
+                Err(shaledb::Error::WriteConflict { .. })
+                    if point.is_some() && txn.get_cf(cf, &key)?.is_none() =>
+                {
+                    None
+                }
+                r => r?,
             };
             let Some(bytes) = latest else { continue };
             let row = def.decode_row(&bytes)?;
@@ -607,6 +625,28 @@ impl<'a> Dml<'a> {
             }
         }
         Ok(out)
+    }
+
+    /// The primary key `plan` reads, when it reads exactly one key of one
+    /// table with no filter of its own (the WHERE is in `plan.filter`,
+    /// which [`Self::locked_rows`] checks on the row it locks).
+    fn point_key(&self, txn: &Txn, plan: &SelectPlan) -> Result<Option<Vec<u8>>> {
+        let ([t], []) = (plan.tables.as_slice(), plan.unions.as_slice()) else {
+            return Ok(None);
+        };
+        if t.path.is_none() || !t.filters.is_empty() || t.virtual_rows.is_some() || t.hash.is_some()
+        {
+            return Ok(None);
+        }
+        let ex = Executor::new(self.cat, txn, self.params, self.interrupt);
+        let row = vec![Datum::Null; plan.width];
+        let range = ex.with_cx(&[], |cx| {
+            crate::access::key_range(&t.def, t.path.as_ref(), &row, cx)
+        })?;
+        Ok(match range {
+            crate::access::KeyRange::Point(key) => Some(key),
+            _ => None,
+        })
     }
 
     fn order_and_limit(

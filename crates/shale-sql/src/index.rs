@@ -23,6 +23,20 @@ pub fn prefix(index_id: u32) -> Vec<u8> {
     index_id.to_be_bytes().to_vec()
 }
 
+/// [`prefix`] in a vector with room for `more` bytes after it (a key
+/// grown byte by byte from 4 bytes was reallocated three times).
+fn prefix_with_room(index_id: u32, more: usize) -> Vec<u8> {
+    let mut k = Vec::with_capacity(4 + more);
+    k.extend_from_slice(&index_id.to_be_bytes());
+    k
+}
+
+/// Room for the encoded columns of `index`: 9 bytes covers a flag and an
+/// integer; longer values grow the key as before.
+fn key_room(index: &IndexDef) -> usize {
+    9 * index.columns.len()
+}
+
 /// The encoded columns of `index` from `row` (current column order).
 pub fn encode_columns(def: &TableDef, index: &IndexDef, row: &[Datum], out: &mut Vec<u8>) -> bool {
     let mut any_null = false;
@@ -42,7 +56,7 @@ pub fn encode_columns(def: &TableDef, index: &IndexDef, row: &[Datum], out: &mut
 /// The primary key of `row`, without the index id. `row_id` is the hidden
 /// row id for tables without a declared primary key.
 pub fn pk_part(def: &TableDef, row: &[Datum], row_id: Option<u64>) -> Vec<u8> {
-    let mut out = Vec::new();
+    let mut out = Vec::with_capacity(def.primary().map_or(8, key_room));
     match (def.hidden_pk, row_id) {
         (true, Some(id)) => out.extend_from_slice(&id.to_be_bytes()),
         _ => {
@@ -56,7 +70,7 @@ pub fn pk_part(def: &TableDef, row: &[Datum], row_id: Option<u64>) -> Vec<u8> {
 
 /// The full primary-key key for a pk part.
 pub fn pk_key(def: &TableDef, pk_part: &[u8]) -> Vec<u8> {
-    let mut k = prefix(def.primary().map_or(0, |p| p.id));
+    let mut k = prefix_with_room(def.primary().map_or(0, |p| p.id), pk_part.len());
     k.extend_from_slice(pk_part);
     k
 }
@@ -68,7 +82,7 @@ pub fn secondary_entry(
     row: &[Datum],
     pk_part: &[u8],
 ) -> (Vec<u8>, Vec<u8>) {
-    let mut key = prefix(index.id);
+    let mut key = prefix_with_room(index.id, key_room(index) + pk_part.len());
     let any_null = encode_columns(def, index, row, &mut key);
     if index.unique && !any_null {
         (key, pk_part.to_vec())
