@@ -131,18 +131,26 @@ impl<'a> Planner<'a> {
 
     /// Resolves `[db.]table` against the current database.
     pub fn table(&self, name: &ast::ObjectName) -> Result<Arc<TableDef>> {
-        let parts = ident_name(name);
-        match parts.as_slice() {
-            [t] => {
-                let db = self.facts.database.as_deref().ok_or(Error::NoDatabase)?;
-                if !self.cat.database_exists(db) {
-                    return Err(Error::UnknownDatabase(db.to_owned()));
-                }
-                self.cat.table(db, t)
-            }
-            [d, t] => self.cat.table(d, t),
-            _ => Err(Error::Syntax(format!("bad table name {name}"))),
+        use ast::ObjectNamePart::Identifier as Id;
+        // Plain identifiers are looked up as they are (every statement
+        // names its table; copying the parts cost two allocations).
+        match name.0.as_slice() {
+            [Id(t)] => self.table_in_current(&t.value),
+            [Id(d), Id(t)] => self.cat.table(&d.value, &t.value),
+            _ => match ident_name(name).as_slice() {
+                [t] => self.table_in_current(t),
+                [d, t] => self.cat.table(d, t),
+                _ => Err(Error::Syntax(format!("bad table name {name}"))),
+            },
         }
+    }
+
+    fn table_in_current(&self, t: &str) -> Result<Arc<TableDef>> {
+        let db = self.facts.database.as_deref().ok_or(Error::NoDatabase)?;
+        if !self.cat.database_exists(db) {
+            return Err(Error::UnknownDatabase(db.to_owned()));
+        }
+        self.cat.table(db, t)
     }
 
     pub fn plan_query(&self, q: &ast::Query) -> Result<SelectPlan> {
