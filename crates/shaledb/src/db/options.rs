@@ -110,6 +110,13 @@ pub struct Options {
     /// and scans go to the device, so the page cache neither hides it nor
     /// fills with values. Off by default.
     pub blob_direct_reads: bool,
+    /// Tests only: write value files in format version 1 (records of key
+    /// and value back to back) instead of version 2, to build a database
+    /// as the code before version 2 wrote it (docs/format-blob.md section
+    /// 7). Reads, GC (whose outputs are version 2) and recovery do not
+    /// depend on it.
+    #[doc(hidden)]
+    pub blob_write_format_v1: bool,
     /// Background garbage collection of value files: with a ratio in
     /// (0, 1], a thread runs [`crate::Db::collect_blob_garbage`] with it every
     /// `blob_gc_interval_ms` (files whose live bytes are below that share of
@@ -175,6 +182,7 @@ impl Default for Options {
             blob_file_size: 256 << 20,
             blob_direct_io: false,
             blob_direct_reads: false,
+            blob_write_format_v1: false,
             blob_gc_live_ratio: 0.0,
             blob_gc_interval_ms: 10_000,
             blob_gc_bytes_per_sec: 64 << 20,
