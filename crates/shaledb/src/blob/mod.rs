@@ -27,6 +27,7 @@ pub(crate) mod dead;
 pub(crate) mod format;
 pub(crate) mod gc;
 pub(crate) mod keylog;
+pub(crate) mod limiter;
 pub(crate) mod readahead;
 pub(crate) mod reader;
 pub(crate) mod scan2;

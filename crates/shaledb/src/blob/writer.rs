@@ -41,8 +41,8 @@ impl BlobStore {
     /// output dead under it before the file exists) with its header, and
     /// for version 2 its key log; the directory is fsynced so that the
     /// names survive power loss before any BlobIndex pointing into the
-    /// file can be acknowledged.
-    /// GC outputs are always version 2 (even under the tests' version-1 switch).
+    /// file can be acknowledged. `v1`: a version-1 file (tests only; GC
+    /// outputs are always version 2).
     pub(crate) fn create_numbered(&self, number: u64, v1: bool) -> Result<NewFile> {
         let path = format::blob_path(&self.dir, number);
         let keys = if v1 {
@@ -108,7 +108,7 @@ impl BlobStore {
 
     /// Creates the next active file: with `O_DIRECT` value files, a staged
     /// one (`staged.rs`: puts do not wait for the device); else as
-    /// [`BlobStore::create_file`].
+    /// [`BlobStore::create_numbered`].
     fn create_active(&self) -> Result<NewFile> {
         if !self.direct {
             return self.create_numbered(self.new_number(), self.write_v1);
