@@ -1,5 +1,6 @@
 //! Key-value separation: large values live in append-only value files
-//! (`NNNNNN.blob`); the LSM keeps a 24-byte [`format::BlobIndex`] under the
+//! (`NNNNNN.blob`); the LSM keeps a 28-byte [`format::BlobIndex`] (24 bytes for a
+//! format-version-1 file) under the
 //! entry kind `BlobIndex`. Byte layout: docs/format-blob.md.
 //!
 //! - `format.rs`: header, record, footer and index codecs.

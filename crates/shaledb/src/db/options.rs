@@ -93,7 +93,7 @@ pub struct Options {
     pub recovery_memory_limit: usize,
     /// Key-value separation (docs/format-blob.md): a put whose value has at
     /// least this many bytes stores the value once in a value file and only
-    /// a 24-byte reference in the WAL and the LSM. 0 (the default) = off.
+    /// a 28-byte reference in the WAL and the LSM. 0 (the default) = off.
     pub min_blob_size: usize,
     /// Bytes after which a value file is sealed and a new one started.
     pub blob_file_size: u64,
@@ -295,7 +295,7 @@ impl Options {
         }
         // An entry must fit an extent with room for index, filter and footer.
         // With key-value separation, a value of `min_blob_size` bytes or more
-        // never enters an extent (its entry holds a 24-byte BlobIndex), so
+        // never enters an extent (its entry holds a 28-byte BlobIndex), so
         // only smaller values count.
         let entry_room = self.extent_size / 4 * 3;
         let inline_value = if self.min_blob_size > 0 {
