@@ -35,7 +35,7 @@ pub enum ValueKind {
     Put = 1,
     /// A range tombstone `[key, value)`; value holds the exclusive end key.
     RangeDelete = 2,
-    /// A value stored in a value file; the entry's value is the 24-byte
+    /// A value stored in a value file; the entry's value is the 28-byte (24 for a format-version-1 file)
     /// BlobIndex pointing at it (docs/format-blob.md).
     BlobIndex = 3,
 }

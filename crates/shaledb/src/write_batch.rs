@@ -10,7 +10,7 @@
 //!
 //! `kind` is the [`ValueKind`] byte: 0 Delete (no value), 1 Put, 2
 //! RangeDelete (the value is the exclusive end key), 3 BlobIndex (the value
-//! is a 24-byte reference into a value file, docs/format-blob.md; engine only). Kinds 0x10..=0x12 are
+//! is a 28-byte (version 1: 24-byte) reference into a value file, docs/format-blob.md; engine only). Kinds 0x10..=0x12 are
 //! two-phase-commit markers ([`TxnMarker`]): at most one, right after the
 //! header, not counted in `count`; the engine writes them, a user batch
 //! carrying one is refused. Kinds 0x13..=0x1F are reserved.
@@ -89,7 +89,7 @@ pub enum BatchOp<'a> {
         /// User key.
         key: &'a [u8],
     },
-    /// Sets `key` to a value stored in a value file: `index` is the 24-byte
+    /// Sets `key` to a value stored in a value file: `index` is the 28-byte (version 1: 24-byte)
     /// BlobIndex (docs/format-blob.md). Only the engine writes these.
     BlobIndex {
         /// Column family id.

@@ -271,12 +271,34 @@ fn gc_never_overwrites_a_concurrent_newer_write() {
     }
 }
 
+/// Format version 2 (docs/format-blob.md section 7): a flipped value byte
+/// fails the BlobIndex's checksum; get, scan and verify name the value file
+/// and the value's offset, GC leaves the file alone.
 #[test]
 fn damaged_value_file_gives_corruption_naming_file_and_offset() {
+    // "a" and "b" are packed (not multiples of 4 KiB) after the 16-byte header.
+    let second = 16 + big(1, 0).len();
+    damaged_value_file(false, second, second + 100);
+}
+
+/// The same for a version-1 file (records of key and value), as the code
+/// before format version 2 wrote it.
+#[test]
+fn damaged_version_1_value_file_gives_corruption_naming_file_and_offset() {
+    // Second record: after the 16-byte header and the first record (16 + key + value).
+    let second = 16 + 16 + 1 + big(1, 0).len();
+    damaged_value_file(true, second, second + 16 + 1 + 100);
+}
+
+/// Writes "a" and "b" (in format version 1 if `v1`), flips byte `flip` of
+/// the value file (a value byte of "b", whose record or value starts at
+/// `second`) and checks every reader's report.
+fn damaged_value_file(v1: bool, second: usize, flip: usize) {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("db");
     let o = Options {
         min_blob_size: MIN,
+        blob_write_format_v1: v1,
         ..Options::default()
     };
     let db = Db::open(&dir, o.clone()).unwrap();
@@ -285,9 +307,7 @@ fn damaged_value_file_gives_corruption_naming_file_and_offset() {
     db.close().unwrap();
     let path = blob_file_in(&dir);
     let mut bytes = std::fs::read(&path).unwrap();
-    // Second record: after the 16-byte header and the first record (16 + key + value).
-    let second = 16 + 16 + 1 + big(1, 0).len();
-    bytes[second + 16 + 1 + 100] ^= 0x01; // a value byte of "b"
+    bytes[flip] ^= 0x01; // a value byte of "b"
     std::fs::write(&path, &bytes).unwrap();
     let db = Db::open(&dir, o).unwrap();
     match db.verify_checksums() {
@@ -311,14 +331,18 @@ fn damaged_value_file_gives_corruption_naming_file_and_offset() {
     assert!(err.is_corruption(), "{err}");
     drop(it);
     // GC leaves a damaged file alone (rewriting it would lose the records
-    // after the damage): "a" stays readable, "b" stays Corruption.
-    db.put(b"c", &big(3, 0)).unwrap(); // a newer file: the damaged one may be collected
-    let st = db.collect_blob_garbage(1.0).unwrap();
+    // after the damage): "b" stays Corruption. Overwriting "a" (in a newer
+    // file) puts the damaged file below the threshold, so the pass tries to
+    // copy "b" (a version-2 measuring pass reads no value: only the copy
+    // meets the damage).
+    db.put(b"a", &big(1, 1)).unwrap();
+    let st = db.collect_blob_garbage(0.9).unwrap();
     assert_eq!(st.files_damaged, 1, "{st:?}");
     assert_eq!(st.files_rewritten, 0, "{st:?}");
     assert!(path.exists());
-    assert_eq!(db.get(b"a").unwrap(), Some(big(1, 0)));
+    assert_eq!(db.get(b"a").unwrap(), Some(big(1, 1)));
     assert!(db.get(b"b").unwrap_err().is_corruption());
+    assert!(db.verify_checksums().unwrap_err().is_corruption());
 }
 
 #[test]
@@ -350,17 +374,21 @@ fn direct_io_value_files_and_direct_reads_gc_and_reopen() {
     assert!(st.files_rewritten > 0, "{st:?}");
     check(&db);
     db.close().unwrap();
-    // Sealed files are cut to their logical length: each ends in its footer.
+    // Sealed files are cut to their logical length: each key log ends in
+    // its footer, which names the value file's length.
     for e in std::fs::read_dir(&dir).unwrap() {
         let p = e.unwrap().path();
-        if p.extension().is_some_and(|x| x == "blob") {
+        if p.extension().is_some_and(|x| x == "bkey") {
             let b = std::fs::read(&p).unwrap();
             assert_eq!(
                 &b[b.len() - 12..b.len() - 4],
-                b"SHALEBFT",
+                b"SHALEBKF",
                 "{}",
                 p.display()
             );
+            let end = u64::from_le_bytes(b[b.len() - 24..b.len() - 16].try_into().unwrap());
+            let value_file = std::fs::metadata(p.with_extension("blob")).unwrap();
+            assert_eq!(value_file.len(), end, "{}", p.display());
         }
     }
     let db = Db::open(&dir, o).unwrap();
@@ -427,20 +455,29 @@ fn transactions_and_column_families_with_blobs() {
 
 #[derive(Debug, Clone)]
 enum Op {
-    Put(u8, bool, u8),
+    /// Key, size (0: inline, 1: 1,000-3,999 bytes, 2: 4 or 8 KiB), generation.
+    Put(u8, u8, u8),
     Delete(u8),
     Gc(u8),
     Flush,
-    Reopen,
+    /// Reopen; `true`: new value files in format version 1 until the next reopen.
+    Reopen(bool),
+}
+
+/// A value of 4 or 8 KiB (page-aligned in format version 2) naming its key and generation.
+fn page(i: u64, gen: u64) -> Vec<u8> {
+    let mut v = format!("page-{i}-{gen}-").into_bytes();
+    v.resize(4096 << (gen % 2), b'a' + (gen % 26) as u8);
+    v
 }
 
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
-        6 => (0u8..40, any::<bool>(), any::<u8>()).prop_map(|(k, l, g)| Op::Put(k, l, g)),
+        6 => (0u8..40, 0u8..3, any::<u8>()).prop_map(|(k, l, g)| Op::Put(k, l, g)),
         2 => (0u8..40).prop_map(Op::Delete),
         1 => (1u8..10).prop_map(Op::Gc),
         1 => Just(Op::Flush),
-        1 => Just(Op::Reopen),
+        1 => any::<bool>().prop_map(Op::Reopen),
     ]
 }
 
@@ -456,8 +493,13 @@ proptest! {
         let mut snap_model = BTreeMap::new();
         for (n, op) in ops.iter().enumerate() {
             match op {
-                Op::Put(k, large, g) => {
-                    let v = if *large { big(u64::from(*k), u64::from(*g)) } else { vec![*g; 10] };
+                Op::Put(k, size, g) => {
+                    let (k64, g64) = (u64::from(*k), u64::from(*g));
+                    let v = match size {
+                        0 => vec![*g; 10],
+                        1 => big(k64, g64),
+                        _ => page(k64, g64),
+                    };
                     db.put(&key(u64::from(*k)), &v).unwrap();
                     model.insert(key(u64::from(*k)), v);
                 }
@@ -473,10 +515,12 @@ proptest! {
                     db.collect_blob_garbage(f64::from(*r) / 10.0).unwrap();
                 }
                 Op::Flush => db.flush().unwrap(),
-                Op::Reopen => {
+                Op::Reopen(v1) => {
                     snap = None;
                     db.close().unwrap();
-                    db = Db::open("/db", opts(&fs)).unwrap();
+                    // Files of both format versions in one database.
+                    let o = Options { blob_write_format_v1: *v1, ..opts(&fs) };
+                    db = Db::open("/db", o).unwrap();
                 }
             }
         }

@@ -194,13 +194,10 @@ fn a_damaged_record_ahead_is_still_the_scans_corruption() {
     db.close().unwrap();
     let path = blob_file_in(&dir);
     let mut bytes = std::fs::read(&path).unwrap();
-    // The sixth record (k00005): after the 16-byte header and five records
-    // of 16 + key + value bytes.
-    let sixth: usize = 16
-        + (0..5)
-            .map(|i| 16 + key(i).len() + big(i, 0).len())
-            .sum::<usize>();
-    bytes[sixth + 16 + key(5).len() + 10] ^= 0x01; // a value byte of k00005
+    // The sixth value (k00005): after the 16-byte header and five values,
+    // packed (none is a multiple of 4 KiB; docs/format-blob.md section 7).
+    let sixth: usize = 16 + (0..5).map(|i| big(i, 0).len()).sum::<usize>();
+    bytes[sixth + 10] ^= 0x01; // a value byte of k00005
     std::fs::write(&path, &bytes).unwrap();
     let db = Db::open(&dir, o).unwrap();
     let mut it = db.iter(&ReadOptions::default()).unwrap();

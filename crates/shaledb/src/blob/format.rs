@@ -7,8 +7,13 @@ use std::path::{Path, PathBuf};
 pub const MAGIC: &[u8; 8] = b"SHALEBLB";
 /// Magic at the end of a sealed value file's footer.
 pub const FOOTER_MAGIC: &[u8; 8] = b"SHALEBFT";
-/// The one format version this code writes and reads.
+/// Format version 1: records of key and value back to back (read, never
+/// written except by tests that build a version-1 database).
 pub const VERSION: u32 = 1;
+/// Format version 2: page-aligned values, metadata in the key log (written).
+pub const VERSION_2: u32 = 2;
+/// Values whose length is a multiple of this start at a multiple of it (version 2).
+pub const PAGE: u64 = 4096;
 /// Bytes of the file header.
 pub const HEADER_LEN: usize = 16;
 /// Bytes of a record before the key (key len, value len, cf).
@@ -19,8 +24,10 @@ pub const RECORD_OVERHEAD: usize = RECORD_HEADER_LEN + 4;
 pub const FOOTER_LEN: usize = 36;
 /// Key length that marks the footer.
 pub const FOOTER_MARK: u32 = u32::MAX;
-/// Bytes of an encoded [`BlobIndex`].
+/// Bytes of an encoded version-1 [`BlobIndex`].
 pub const INDEX_LEN: usize = 24;
+/// Bytes of an encoded version-2 [`BlobIndex`].
+pub const INDEX_LEN_V2: usize = 28;
 /// File-name suffix of value files.
 pub const SUFFIX: &str = "blob";
 
@@ -34,33 +41,60 @@ pub fn parse_blob_name(name: &str) -> Option<u64> {
     name.strip_suffix(&format!(".{SUFFIX}"))?.parse().ok()
 }
 
-/// Where a value lives: the LSM value of a `BlobIndex` entry.
+/// Where a value lives: the LSM value of a `BlobIndex` entry. Version 1
+/// (24 bytes, `crc` = `None`) points at a record of a version-1 file;
+/// version 2 (28 bytes) at a bare value of a version-2 file, with the
+/// value checksum (docs/format-blob.md, sections 2 and 7.3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BlobIndex {
     /// Value file number.
     pub file: u64,
-    /// Offset of the record in the file.
+    /// Offset of the record (version 1) or of the value (version 2).
     pub offset: u64,
     /// Length of the value.
     pub value_len: u64,
+    /// Version 2: masked crc32c of cf (u32 LE) || key || value.
+    pub crc: Option<u32>,
+}
+
+/// An encoded [`BlobIndex`]: 24 or 28 bytes, without an allocation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IndexBytes {
+    buf: [u8; INDEX_LEN_V2],
+    len: usize,
+}
+
+impl IndexBytes {
+    /// The encoded bytes.
+    pub fn as_slice(&self) -> &[u8] {
+        self.buf.get(..self.len).unwrap_or_default()
+    }
 }
 
 impl BlobIndex {
-    /// The 24-byte encoding.
-    pub fn encode(&self) -> [u8; INDEX_LEN] {
-        let mut out = [0u8; INDEX_LEN];
-        for (dst, v) in out
+    /// The encoding: 24 bytes for version 1, 28 for version 2.
+    pub fn encode(&self) -> IndexBytes {
+        let mut buf = [0u8; INDEX_LEN_V2];
+        for (dst, v) in buf
             .chunks_exact_mut(8)
             .zip([self.file, self.offset, self.value_len])
         {
             dst.copy_from_slice(&v.to_le_bytes());
         }
-        out
+        let len = match self.crc {
+            Some(crc) => {
+                buf[INDEX_LEN..].copy_from_slice(&crc.to_le_bytes());
+                INDEX_LEN_V2
+            }
+            None => INDEX_LEN,
+        };
+        IndexBytes { buf, len }
     }
 
-    /// Decodes an index; `None` unless `bytes` is exactly 24 bytes.
+    /// Decodes an index; `None` unless `bytes` is 24 (version 1) or 28
+    /// (version 2) bytes.
     pub fn decode(bytes: &[u8]) -> Option<BlobIndex> {
-        if bytes.len() != INDEX_LEN {
+        if bytes.len() != INDEX_LEN && bytes.len() != INDEX_LEN_V2 {
             return None;
         }
         let mut r = Reader::new(bytes);
@@ -68,23 +102,55 @@ impl BlobIndex {
             file: r.u64()?,
             offset: r.u64()?,
             value_len: r.u64()?,
+            crc: if bytes.len() == INDEX_LEN_V2 {
+                Some(r.u32()?)
+            } else {
+                None
+            },
         })
     }
 
-    /// Bytes of the whole record this index points at, for a key of `key_len`.
+    /// The value-file format version this index points into.
+    pub fn version(&self) -> u32 {
+        if self.crc.is_some() {
+            VERSION_2
+        } else {
+            VERSION
+        }
+    }
+
+    /// Bytes read at `offset` for a key of `key_len`: the whole record
+    /// (version 1) or the value alone (version 2).
     pub fn record_len(&self, key_len: usize) -> Option<usize> {
-        usize::try_from(self.value_len)
-            .ok()?
-            .checked_add(key_len)?
-            .checked_add(RECORD_OVERHEAD)
+        let v = usize::try_from(self.value_len).ok()?;
+        if self.crc.is_some() {
+            return Some(v);
+        }
+        v.checked_add(key_len)?.checked_add(RECORD_OVERHEAD)
+    }
+
+    /// Bytes GC and the dead-byte count account for this value: the
+    /// version-1 record length `16 + key + value`, for both versions (one
+    /// unit, docs/format-blob.md section 7.5).
+    pub fn counted_len(&self, key_len: usize) -> u64 {
+        (key_len as u64)
+            .saturating_add(self.value_len)
+            .saturating_add(RECORD_OVERHEAD as u64)
     }
 }
 
-/// The file header.
-pub fn encode_header() -> [u8; HEADER_LEN] {
+/// The version-2 value checksum: masked crc32c of cf (u32 LE) || key || value.
+pub fn value_crc(cf: u32, key: &[u8], value: &[u8]) -> u32 {
+    let c = crc32c::crc32c(&cf.to_le_bytes());
+    let c = crc32c::crc32c_append(c, key);
+    mask_crc(crc32c::crc32c_append(c, value))
+}
+
+/// The file header of a version-`version` file.
+pub fn encode_header(version: u32) -> [u8; HEADER_LEN] {
     let mut out = [0u8; HEADER_LEN];
     out[..8].copy_from_slice(MAGIC);
-    out[8..12].copy_from_slice(&VERSION.to_le_bytes());
+    out[8..12].copy_from_slice(&version.to_le_bytes());
     let crc = mask_crc(crc32c::crc32c(&out[..12]));
     out[12..].copy_from_slice(&crc.to_le_bytes());
     out
@@ -99,8 +165,8 @@ pub enum HeaderError {
     Version(u32),
 }
 
-/// Checks a file header.
-pub fn check_header(bytes: &[u8]) -> Result<(), HeaderError> {
+/// Checks a file header; returns its version (1 or 2).
+pub fn check_header(bytes: &[u8]) -> Result<u32, HeaderError> {
     let mut r = Reader::new(bytes);
     let magic = r.bytes(8).ok_or(HeaderError::Bad("short header"))?;
     let version = r.u32().ok_or(HeaderError::Bad("short header"))?;
@@ -112,22 +178,25 @@ pub fn check_header(bytes: &[u8]) -> Result<(), HeaderError> {
     if unmask_crc(crc) != crc32c::crc32c(body) {
         return Err(HeaderError::Bad("header checksum mismatch"));
     }
-    if version != VERSION {
+    if version != VERSION && version != VERSION_2 {
         return Err(HeaderError::Version(version));
     }
-    Ok(())
+    Ok(version)
 }
 
-/// Appends one record to `out`.
-pub fn encode_record(out: &mut Vec<u8>, cf: u32, key: &[u8], value: &[u8]) {
+/// Appends one version-1 record to `out` (the write path writes version 2;
+/// this encoder stays for tests that build a version-1 file). Lengths
+/// above `u32::MAX` are refused (the write path bounds values to 4 GiB).
+pub fn encode_record(out: &mut Vec<u8>, cf: u32, key: &[u8], value: &[u8]) -> Option<()> {
     let start = out.len();
-    out.extend_from_slice(&(key.len() as u32).to_le_bytes());
-    out.extend_from_slice(&(value.len() as u32).to_le_bytes());
+    out.extend_from_slice(&u32::try_from(key.len()).ok()?.to_le_bytes());
+    out.extend_from_slice(&u32::try_from(value.len()).ok()?.to_le_bytes());
     out.extend_from_slice(&cf.to_le_bytes());
     out.extend_from_slice(key);
     out.extend_from_slice(value);
     let crc = mask_crc(crc32c::crc32c(out.get(start..).unwrap_or_default()));
     out.extend_from_slice(&crc.to_le_bytes());
+    Some(())
 }
 
 /// The lengths and cf of a record header.
@@ -233,8 +302,10 @@ mod tests {
             file: 7,
             offset: 16,
             value_len: 4096,
+            crc: None,
         };
         let e = i.encode();
+        let e = e.as_slice();
         assert_eq!(
             e.to_vec(),
             [
@@ -244,14 +315,14 @@ mod tests {
             ]
             .concat()
         );
-        assert_eq!(BlobIndex::decode(&e), Some(i));
+        assert_eq!(BlobIndex::decode(e), Some(i));
         assert_eq!(BlobIndex::decode(&e[..23]), None);
     }
 
     #[test]
     fn record_round_trips_and_detects_damage() {
         let mut buf = Vec::new();
-        encode_record(&mut buf, 0, b"k", b"vv");
+        encode_record(&mut buf, 0, b"k", b"vv").unwrap();
         assert_eq!(buf.len(), 19);
         assert_eq!(&buf[..12], &[1, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0]);
         let r = decode_record(&buf).expect("valid");
@@ -266,8 +337,13 @@ mod tests {
 
     #[test]
     fn header_and_footer_check() {
-        assert_eq!(check_header(&encode_header()), Ok(()));
-        let mut h = encode_header();
+        assert_eq!(check_header(&encode_header(VERSION)), Ok(VERSION));
+        assert_eq!(check_header(&encode_header(VERSION_2)), Ok(VERSION_2));
+        assert_eq!(
+            check_header(&encode_header(3)),
+            Err(HeaderError::Version(3))
+        );
+        let mut h = encode_header(VERSION);
         h[3] ^= 1;
         assert!(check_header(&h).is_err());
         let f = encode_footer(3, 1000);

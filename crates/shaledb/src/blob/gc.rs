@@ -34,8 +34,10 @@
 //! bytes of `F` read), sleeping in short steps so that shutdown is prompt.
 
 use super::dead::{record_bytes, UNREFERENCED};
-use super::format::{encode_record, BlobIndex, HEADER_LEN, RECORD_OVERHEAD};
-use super::reader::{scan, ScanEnd, ScannedRecord};
+use super::format::{BlobIndex, IndexBytes, HEADER_LEN};
+use super::keylog::GroupEncoder;
+use super::limiter::Limiter;
+use super::reader::{scan, ScanEnd, ScannedRecord, Values};
 use super::writer::NewFile;
 use super::{BlobFile, BlobStore};
 use crate::db::DbInner;
@@ -43,7 +45,7 @@ use crate::error::{Error, Result};
 use crate::types::ValueKind;
 use crate::write_batch::{BatchOp, WriteBatch};
 use std::collections::{BTreeSet, HashSet};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -75,8 +77,8 @@ pub struct BlobGcStats {
 pub(crate) struct Repoint {
     pub cf: u32,
     pub key: Vec<u8>,
-    pub old: [u8; 24],
-    pub new: [u8; 24],
+    pub old: IndexBytes,
+    pub new: IndexBytes,
 }
 
 /// A handle for scanning `f`: its own buffered one when values are read
@@ -109,50 +111,9 @@ fn is_live(inner: &DbInner, cf: u32, key: &[u8], file: u64, offset: u64) -> Resu
     })
 }
 
-/// Bytes of a scanned record.
+/// Bytes of a scanned record, in the dead-byte count's unit.
 fn rec_len(r: &ScannedRecord) -> u64 {
-    (RECORD_OVERHEAD + r.key.len() + r.value.len()) as u64
-}
-
-/// Paces a pass to `rate` bytes per second (0 = unpaced). Sleeps in steps
-/// of at most 20 ms and gives up with `Error::Closed` at shutdown.
-pub(crate) struct Limiter {
-    rate: u64,
-    start: Instant,
-    bytes: u64,
-}
-
-impl Limiter {
-    pub fn new(rate: u64) -> Limiter {
-        Limiter {
-            rate,
-            start: Instant::now(),
-            bytes: 0,
-        }
-    }
-
-    /// Accounts `n` bytes, sleeping until they are due; `stop` (shutdown)
-    /// ends the wait with `Error::Closed`.
-    fn take(&mut self, n: u64, stop: &AtomicBool) -> Result<()> {
-        if stop.load(Ordering::Acquire) {
-            return Err(Error::Closed);
-        }
-        if self.rate == 0 {
-            return Ok(());
-        }
-        self.bytes = self.bytes.saturating_add(n);
-        let due = Duration::from_secs_f64(self.bytes as f64 / self.rate as f64);
-        while let Some(wait) = due.checked_sub(self.start.elapsed()) {
-            if wait.is_zero() {
-                break;
-            }
-            if stop.load(Ordering::Acquire) {
-                return Err(Error::Closed);
-            }
-            std::thread::sleep(wait.min(Duration::from_millis(20)));
-        }
-        Ok(())
-    }
+    r.index.counted_len(r.key.len())
 }
 
 /// Which files a pass takes.
@@ -228,15 +189,17 @@ fn run(inner: &Arc<DbInner>, ratio: f64, pick: Pick, limiter: &mut Limiter) -> R
                     store.set_measured(f.number, total - live, base)?;
                     m
                 }
-                None => {
-                    stats.files_damaged += 1;
-                    None
-                }
+                None => None,
             }
         };
-        if let Some((live, total)) = m {
-            live_all += live;
-            total_all += total;
+        // `None`: damaged, found by the measuring pass or by the copy (a
+        // version-2 measure reads no value, so only the copy meets a bad one).
+        match m {
+            Some((live, total)) => {
+                live_all += live;
+                total_all += total;
+            }
+            None => stats.files_damaged += 1,
         }
     }
     stats.files_deleted += release(inner, store) as u64;
@@ -248,19 +211,20 @@ fn run(inner: &Arc<DbInner>, ratio: f64, pick: Pick, limiter: &mut Limiter) -> R
 }
 
 /// A sealed file ends in its footer or (cut at open) at its last whole
-/// record; a bad record before that is damage. Rewriting would drop the
-/// live records after it: such a file is left alone (reads of the damaged
-/// record report it as Corruption).
-fn damaged(end: &ScanEnd, size: u64, f: &BlobFile) -> bool {
-    match end {
-        ScanEnd::Torn(at) if *at < size => {
+/// record; a bad record (version 2: entry or live value) before that is
+/// damage. Rewriting would drop the live records after it: such a file is
+/// left alone (reads of the damaged record report it as Corruption).
+fn damaged(end: &ScanEnd, f: &BlobFile) -> bool {
+    match &end.damage {
+        Some((path, at, why)) => {
             tracing::warn!(
-                "value file {} damaged at {at}: not collected",
-                f.path.display()
+                "value file {} damaged ({why} in {} at {at}): not collected",
+                f.path.display(),
+                path.display()
             );
             true
         }
-        _ => false,
+        None => false,
     }
 }
 
@@ -273,7 +237,8 @@ fn measure(
 ) -> Result<Option<(u64, u64)>> {
     let (mut live, mut total) = (0u64, 0u64);
     let file = scan_file(store, f)?;
-    let end = scan(file.as_ref(), &f.path, |r| {
+    // Liveness needs the keys only: a version-2 pass reads no value.
+    let end = scan(&store.fs, file.as_ref(), &f.path, Values::Skip, |r| {
         let len = rec_len(&r);
         limiter.take(len, &inner.shutting_down)?;
         total += len;
@@ -282,18 +247,17 @@ fn measure(
         }
         Ok(())
     })?;
-    if damaged(&end, file.len()?, f) {
+    if damaged(&end, f) {
         return Ok(None);
     }
     Ok(Some((live, total)))
 }
 
-/// The output of a rewrite in progress.
+/// The output of a rewrite in progress: always format version 2.
 struct Output {
     new: NewFile,
-    buf: Vec<u8>,
-    /// File offset of `buf`'s first byte.
-    pos: u64,
+    /// The pending group of values and key-log entries.
+    enc: GroupEncoder,
     repoints: Vec<Repoint>,
 }
 
@@ -303,47 +267,54 @@ impl Output {
         // Counted dead before it exists: a crash leaves no uncounted file.
         store.set_dead(number, Some(UNREFERENCED))?;
         Ok(Output {
-            new: store.create_numbered(number)?,
-            buf: Vec::new(),
-            pos: HEADER_LEN as u64,
+            new: store.create_numbered(number, false)?,
+            enc: GroupEncoder::new(number, HEADER_LEN as u64, 1 << 20),
             repoints: Vec::new(),
         })
     }
 
-    fn push(&mut self, from: u64, r: &ScannedRecord) -> Result<()> {
-        let len = r.value.len() as u64;
-        let old = BlobIndex {
-            file: from,
-            offset: r.offset,
-            value_len: len,
-        };
-        let new = BlobIndex {
-            file: self.new.handle.number,
-            offset: self.pos + self.buf.len() as u64,
-            value_len: len,
-        };
-        encode_record(&mut self.buf, r.cf, &r.key, &r.value);
+    /// Copies scanned record `r`, whose value is `value`.
+    fn push(&mut self, r: &ScannedRecord, value: &[u8]) -> Result<()> {
+        let new = self
+            .enc
+            .push(r.cf, &r.key, value)
+            .ok_or_else(|| Error::InvalidArgument("value longer than 4 GiB".into()))?;
         self.new.records += 1;
         self.repoints.push(Repoint {
             cf: r.cf,
             key: r.key.clone(),
-            old: old.encode(),
+            old: r.index.encode(),
             new: new.encode(),
         });
-        if self.buf.len() >= 1 << 20 {
-            self.new.w.append(&self.buf)?;
-            self.new.w.flush()?;
-            self.pos += self.buf.len() as u64;
-            self.buf.clear();
+        if self.enc.values.len() >= 1 << 20 {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    /// Appends the pending values, then their entries.
+    fn flush(&mut self) -> Result<()> {
+        let next = GroupEncoder::new(self.enc.file(), self.enc.end(), 1 << 20);
+        let done = std::mem::replace(&mut self.enc, next);
+        self.new.w.append(&done.values)?;
+        self.new.w.flush()?;
+        if let Some(k) = self.new.keys.as_mut() {
+            k.append(&done.keys)?;
+            k.flush()?;
         }
         Ok(())
     }
 
     /// Deletes the output (never referenced) and forgets its count.
     fn abandon(self, store: &BlobStore) -> Result<()> {
-        let NewFile { w, handle, .. } = self.new;
+        let NewFile {
+            w, keys, handle, ..
+        } = self.new;
         drop(w);
+        drop(keys);
+        // Value file first, as `BlobFile`'s drop does.
         store.fs.remove_file(&handle.path)?;
+        super::scan2::remove_keylog(&store.fs, &store.dir, handle.number)?;
         store.set_dead(handle.number, None)
     }
 }
@@ -360,13 +331,15 @@ fn rewrite(
     stats: &mut BlobGcStats,
 ) -> Result<Option<(u64, u64)>> {
     let file = scan_file(store, f)?;
-    let size = file.len()?;
-    let budget = ratio * record_bytes(size, true) as f64;
+    let budget = ratio * record_bytes(f.disk_bytes(), true, f.version) as f64;
     let (mut live, mut total) = (0u64, 0u64);
     let mut out: Option<Output> = None;
     let mut copying = true;
     let mut abandoned = None;
-    let scanned = scan(file.as_ref(), &f.path, |r| {
+    // Version 2: the pass reads the key log, and the values of live
+    // records only; a live value that fails its check is damage.
+    let mut bad_value = None;
+    let scanned = scan(&store.fs, file.as_ref(), &f.path, Values::Skip, |r| {
         let len = rec_len(&r);
         limiter.take(len, &inner.shutting_down)?;
         total += len;
@@ -379,11 +352,25 @@ fn rewrite(
             abandoned = out.take();
         }
         if copying {
+            let value = match &r.value {
+                Some(v) => std::borrow::Cow::Borrowed(v.as_slice()),
+                None => match super::scan2::load_value(file.as_ref(), &r) {
+                    Some(v) => std::borrow::Cow::Owned(v),
+                    None => {
+                        bad_value = Some(r.offset);
+                        return Err(Error::corruption(
+                            &f.path,
+                            r.offset,
+                            "value fails its check",
+                        ));
+                    }
+                },
+            };
             let o = match out.as_mut() {
                 Some(o) => o,
                 None => out.insert(Output::start(store)?),
             };
-            o.push(f.number, &r)?;
+            o.push(&r, &value)?;
         }
         Ok(())
     });
@@ -393,6 +380,17 @@ fn rewrite(
     }
     let end = match scanned {
         Ok(end) => end,
+        Err(Error::Corruption { .. }) if bad_value.is_some() => {
+            tracing::warn!(
+                "value file {} damaged (a live value at {}): not collected",
+                f.path.display(),
+                bad_value.unwrap_or(0)
+            );
+            if let Some(o) = out {
+                o.abandon(store)?;
+            }
+            return Ok(None);
+        }
         Err(e) => {
             if let Some(o) = out {
                 o.abandon(store)?;
@@ -400,7 +398,7 @@ fn rewrite(
             return Err(e);
         }
     };
-    if damaged(&end, size, f) {
+    if damaged(&end, f) {
         if let Some(o) = out {
             o.abandon(store)?;
         }
@@ -434,13 +432,13 @@ fn install(
     mut o: Output,
     stats: &mut BlobGcStats,
 ) -> Result<()> {
-    o.new.w.append(&o.buf)?;
+    o.flush()?;
     store.seal_file(&mut o.new)?;
     store.add_file(o.new.handle.clone());
     let copied: u64 = o
         .repoints
         .iter()
-        .filter_map(|r| BlobIndex::decode(&r.new))
+        .filter_map(|r| BlobIndex::decode(r.new.as_slice()))
         .map(|i| i.value_len)
         .sum();
     stats.records_rewritten += o.repoints.len() as u64;
@@ -450,7 +448,7 @@ fn install(
         .gc_bytes_rewritten
         .fetch_add(copied, Ordering::Relaxed);
     let number = o.new.handle.number;
-    let checks: Vec<(u32, Vec<u8>, [u8; 24])> = o
+    let checks: Vec<(u32, Vec<u8>, IndexBytes)> = o
         .repoints
         .iter()
         .map(|r| (r.cf, r.key.clone(), r.new))
@@ -464,11 +462,10 @@ fn install(
         for (cf, key, new) in checks {
             let pointed = matches!(
                 crate::db::read::latest_raw(inner, cf, &key)?,
-                Some((ValueKind::BlobIndex, v)) if v.as_slice() == new
+                Some((ValueKind::BlobIndex, v)) if v.as_slice() == new.as_slice()
             );
             if !pointed {
-                let len = BlobIndex::decode(&new).map_or(0, |i| i.value_len);
-                dead += RECORD_OVERHEAD as u64 + key.len() as u64 + len;
+                dead += BlobIndex::decode(new.as_slice()).map_or(0, |i| i.counted_len(key.len()));
             }
         }
         Ok(dead)
@@ -543,8 +540,9 @@ pub(crate) fn apply_repoints<'a>(
                     continue;
                 }
                 let cur = crate::db::read::latest_raw(inner, r.cf, &r.key)?;
-                if matches!(&cur, Some((ValueKind::BlobIndex, v)) if v.as_slice() == r.old) {
-                    b.put_blob_index_cf(r.cf, &r.key, &r.new);
+                if matches!(&cur, Some((ValueKind::BlobIndex, v)) if v.as_slice() == r.old.as_slice())
+                {
+                    b.put_blob_index_cf(r.cf, &r.key, r.new.as_slice());
                 }
             }
             if b.is_empty() {
@@ -564,30 +562,4 @@ pub(crate) fn apply_repoints<'a>(
         }
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used)]
-    use super::*;
-
-    #[test]
-    fn limiter_paces_and_stops() {
-        let stop = AtomicBool::new(false);
-        let mut l = Limiter::new(1 << 20);
-        let t = Instant::now();
-        for _ in 0..4 {
-            l.take(64 << 10, &stop).unwrap();
-        }
-        // 256 KiB at 1 MiB/s cannot be done in less than 250 ms.
-        assert!(
-            t.elapsed() >= Duration::from_millis(250),
-            "{:?}",
-            t.elapsed()
-        );
-        let mut unpaced = Limiter::new(0);
-        unpaced.take(u64::MAX, &stop).unwrap();
-        stop.store(true, Ordering::Release);
-        assert!(matches!(l.take(1, &stop), Err(Error::Closed)));
-    }
 }

@@ -1,8 +1,11 @@
 //! Key-value separation: large values live in append-only value files
-//! (`NNNNNN.blob`); the LSM keeps a 24-byte [`format::BlobIndex`] under the
+//! (`NNNNNN.blob`); the LSM keeps a 28-byte [`format::BlobIndex`] (24 bytes for a
+//! format-version-1 file) under the
 //! entry kind `BlobIndex`. Byte layout: docs/format-blob.md.
 //!
 //! - `format.rs`: header, record, footer and index codecs.
+//! - `keylog.rs`: format version 2: value placement (4 KiB values on
+//!   4 KiB pages) and the key log's codecs; `scan2.rs`: its scans.
 //! - `writer.rs`: the active value file, appended by the group-commit leader.
 //! - `staged.rs`: with `blob_direct_io`, the active file's stage file and
 //!   writer thread (puts do not wait for `O_DIRECT` writes);
@@ -24,8 +27,11 @@ pub(crate) mod cache;
 pub(crate) mod dead;
 pub(crate) mod format;
 pub(crate) mod gc;
+pub(crate) mod keylog;
+pub(crate) mod limiter;
 pub(crate) mod readahead;
 pub(crate) mod reader;
+pub(crate) mod scan2;
 pub(crate) mod stage_recovery;
 pub(crate) mod staged;
 pub(crate) mod writer;
@@ -45,8 +51,14 @@ pub(crate) struct BlobFile {
     pub number: u64,
     pub path: PathBuf,
     pub file: Arc<dyn RandomAccessFile>,
-    /// Bytes written so far (header + records + footer).
+    /// Format version (1 or 2; 0 for a file emptied at open): fixed for
+    /// the life of the file.
+    pub version: u32,
+    /// Bytes written so far (header + records + footer; version 2: header
+    /// and values).
     pub bytes: AtomicU64,
+    /// Version 2: bytes of the key log (0 for version 1).
+    pub keylog_bytes: AtomicU64,
     /// No more appends (footer written or file recovered at open).
     pub sealed: AtomicBool,
     /// Rewritten by GC: unlink when the last handle drops.
@@ -65,7 +77,7 @@ impl BlobFile {
         fs: &Arc<dyn FileSystem>,
         dir: &Path,
         number: u64,
-        (bytes, sealed): (u64, bool),
+        (version, bytes, keylog_bytes, sealed): (u32, u64, u64, bool),
         (direct_reads, cache): (bool, &Option<Arc<cache::ValueCache>>),
     ) -> Result<Self> {
         let path = format::blob_path(dir, number);
@@ -78,7 +90,9 @@ impl BlobFile {
             number,
             path,
             file,
+            version,
             bytes: AtomicU64::new(bytes),
+            keylog_bytes: AtomicU64::new(keylog_bytes),
             sealed: AtomicBool::new(sealed),
             obsolete: AtomicBool::new(false),
             fs: fs.clone(),
@@ -94,13 +108,28 @@ impl BlobFile {
         }
         self.stage.lock().clone()
     }
+
+    /// Bytes on disk: the value file and (version 2) its key log.
+    pub fn disk_bytes(&self) -> u64 {
+        self.bytes.load(Ordering::Acquire) + self.keylog_bytes.load(Ordering::Acquire)
+    }
 }
 
 impl Drop for BlobFile {
     fn drop(&mut self) {
         if self.obsolete.load(Ordering::Acquire) {
+            // The value file first: a key log without its value file is an
+            // orphan (removed at open), while a value file without its key
+            // log would be emptied at open, and an old WAL record naming an
+            // empty file reads as a torn tail (a missing file does not).
             if let Err(e) = self.fs.remove_file(&self.path) {
                 tracing::warn!("could not remove obsolete value file: {e}");
+            }
+            let keys = self.path.with_extension(keylog::KEYLOG_SUFFIX);
+            if self.fs.exists(&keys) {
+                if let Err(e) = self.fs.remove_file(&keys) {
+                    tracing::warn!("could not remove obsolete key log: {e}");
+                }
             }
         }
     }
@@ -170,6 +199,8 @@ pub(crate) struct BlobStore {
     direct: bool,
     /// Values are read with `O_DIRECT` where supported (GC scans are not).
     direct_reads: bool,
+    /// Tests only: new files are written in format version 1.
+    write_v1: bool,
     /// Cache of values by (file, offset) (`Options::blob_cache_size`).
     cache: Option<Arc<cache::ValueCache>>,
     files: RwLock<Arc<FileSet>>,
@@ -204,7 +235,7 @@ impl BlobStore {
         min_blob_size: usize,
         file_size: u64,
         direct: bool,
-        direct_reads: bool,
+        (direct_reads, write_v1): (bool, bool),
         (cache_size, readahead_threads): (usize, usize),
     ) -> Result<BlobStore> {
         let cache = match cache_size {
@@ -225,13 +256,31 @@ impl BlobStore {
         for n in staged {
             stage_recovery::recover(&fs, dir, n)?;
         }
+        // A key log is created before its value file and removed before it:
+        // one without its value file held nothing acknowledged.
+        let orphans: Vec<u64> = fs
+            .list_dir(dir)?
+            .iter()
+            .filter_map(|n| keylog::parse_keylog_name(n))
+            .filter(|n| numbers.binary_search(n).is_err())
+            .collect();
+        for n in orphans {
+            scan2::remove_keylog(&fs, dir, n)?;
+        }
         let mut set = FileSet::new();
         for &n in &numbers {
-            reader::cut_torn_tail(&fs, dir, n)?;
+            let version = reader::cut_torn_tail(&fs, dir, n)?;
             // A file emptied by the cut stays (a WAL record pointing into
             // it is then found torn by recovery); GC removes it later.
             let size = fs.file_size(&format::blob_path(dir, n))?;
-            let f = BlobFile::new(&fs, dir, n, (size, true), (direct_reads, &cache))?;
+            let keys = keylog::keylog_path(dir, n);
+            let key_bytes = if version == format::VERSION_2 {
+                fs.file_size(&keys)?
+            } else {
+                0
+            };
+            let sizes = (version, size, key_bytes, true);
+            let f = BlobFile::new(&fs, dir, n, sizes, (direct_reads, &cache))?;
             set.insert(n, Arc::new(f));
         }
         let next = numbers.last().map_or(1, |n| n + 1);
@@ -243,6 +292,7 @@ impl BlobStore {
             file_size,
             direct,
             direct_reads,
+            write_v1,
             cache,
             files: RwLock::new(Arc::new(set)),
             active: Mutex::new(None),
@@ -314,7 +364,7 @@ impl BlobStore {
     /// (number of value files, their bytes).
     pub fn usage(&self) -> (usize, u64) {
         let set = self.current();
-        let bytes = set.values().map(|f| f.bytes.load(Ordering::Relaxed)).sum();
+        let bytes = set.values().map(|f| f.disk_bytes()).sum();
         (set.len(), bytes)
     }
 }

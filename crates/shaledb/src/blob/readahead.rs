@@ -24,6 +24,7 @@ const QUEUE_PER_THREAD: usize = 64;
 /// One record to read into the value cache.
 struct Job {
     file: Arc<BlobFile>,
+    cf: u32,
     key: Vec<u8>,
     idx: BlobIndex,
 }
@@ -86,7 +87,7 @@ fn serve(jobs: &Receiver<Job>, reads: &AtomicU64) {
         let Some(cache) = &job.file.cache else {
             continue;
         };
-        let read = || super::reader::read_record(&job.file, &job.key, &job.idx);
+        let read = || super::reader::read_record(&job.file, job.cf, &job.key, &job.idx);
         if cache.prefetch(job.file.number, job.idx.offset, read) {
             reads.fetch_add(1, Ordering::Relaxed);
         }
@@ -145,6 +146,7 @@ impl ScanAhead {
         };
         pool.submit(Job {
             file: file.clone(),
+            cf: self.shadow.cf(),
             key: self.shadow.key().to_vec(),
             idx,
         });

@@ -5,14 +5,16 @@ use super::format::{self, BlobIndex, RecordHeader, FOOTER_LEN, HEADER_LEN, RECOR
 use super::{BlobFile, FileSet, FileView};
 use crate::env::{FileSystem, RandomAccessFile};
 use crate::error::{Error, Result};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-/// Resolves the BlobIndex `index` (the LSM value) of `key` to the value.
-/// Damage of any kind is `Error::Corruption` naming the file and offset.
+/// Resolves the BlobIndex `index` (the LSM value) of `key` in column
+/// family `cf` to the value. Damage of any kind is `Error::Corruption`
+/// naming the file and offset.
 pub(crate) fn read_value(
     files: &FileView,
     dir: &Path,
+    cf: u32,
     key: &[u8],
     index: &[u8],
 ) -> Result<Vec<u8>> {
@@ -30,14 +32,15 @@ pub(crate) fn read_value(
             "value file missing",
         ));
     };
-    read_in_file(file, key, &idx)
+    read_in_file(file, cf, key, &idx)
 }
 
-/// False if the record a BlobIndex of `key` points at extends past the end
-/// of its value file (recovery's check; lengths only). A missing file is
-/// not a torn tail: a file's name is durable before any record in it can
-/// be referenced, so a missing file was deleted by GC after the keys it
-/// held were re-pointed or overwritten by later writes.
+/// False if the record (version 1) or value (version 2) a BlobIndex of
+/// `key` points at extends past the end of its value file (recovery's
+/// check; lengths only). A missing file is not a torn tail: a file's name
+/// is durable before any record in it can be referenced, so a missing file
+/// was deleted by GC after the keys it held were re-pointed or overwritten
+/// by later writes.
 pub(crate) fn record_in_bounds(files: &FileSet, key: &[u8], index: &[u8]) -> bool {
     let Some(idx) = BlobIndex::decode(index) else {
         return true; // not a length question: a read reports the damage
@@ -54,18 +57,18 @@ pub(crate) fn record_in_bounds(files: &FileSet, key: &[u8], index: &[u8]) -> boo
 }
 
 /// With the value cache, the entry of a record is `key || value` of a
-/// record that passed its checks, under (file number, record offset): value
-/// files are immutable and their numbers never reused, so an entry is never
+/// record that passed its checks, under (file number, offset): value files
+/// are immutable and their numbers never reused, so an entry is never
 /// stale; the key and length are compared again on every use, so a
 /// BlobIndex pointing at another key's record still fails.
-fn read_in_file(file: &BlobFile, key: &[u8], idx: &BlobIndex) -> Result<Vec<u8>> {
+fn read_in_file(file: &BlobFile, cf: u32, key: &[u8], idx: &BlobIndex) -> Result<Vec<u8>> {
     let Some(cache) = &file.cache else {
-        return read_record(file, key, idx).map(|mut kv| {
+        return read_record(file, cf, key, idx).map(|mut kv| {
             kv.drain(..key.len());
             kv
         });
     };
-    let entry = cache.get_or_read(file.number, idx.offset, || read_record(file, key, idx))?;
+    let entry = cache.get_or_read(file.number, idx.offset, || read_record(file, cf, key, idx))?;
     let c = entry.contents();
     if c.len() as u64 != key.len() as u64 + idx.value_len || !c.starts_with(key) {
         return Err(Error::corruption(
@@ -77,27 +80,40 @@ fn read_in_file(file: &BlobFile, key: &[u8], idx: &BlobIndex) -> Result<Vec<u8>>
     Ok(c.get(key.len()..).unwrap_or_default().to_vec())
 }
 
-/// Reads and checks the record `idx` of `key`: returns `key || value`.
-pub(super) fn read_record(file: &BlobFile, key: &[u8], idx: &BlobIndex) -> Result<Vec<u8>> {
+/// Reads and checks the value `idx` of `key` in `cf`: returns `key || value`.
+/// Version 1 reads the whole record; version 2 reads the value's bytes
+/// alone (one aligned page for a 4 KiB value) and checks the index's
+/// checksum.
+pub(super) fn read_record(
+    file: &BlobFile,
+    cf: u32,
+    key: &[u8],
+    idx: &BlobIndex,
+) -> Result<Vec<u8>> {
     let bad = |reason: &str| Error::corruption(&file.path, idx.offset, reason.to_string());
+    if idx.version() != file.version {
+        return Err(bad("BlobIndex version differs from its value file's"));
+    }
     let len = idx
         .record_len(key.len())
         .ok_or_else(|| bad("BlobIndex length overflows"))?;
     if let Some(view) = file.stage_view() {
-        if let Some(kv) = read_staged(file, &view, key, idx, len) {
+        if let Some(kv) = read_staged(file, &view, (cf, key), idx, len) {
             return Ok(kv);
         }
     }
-    let mut buf = vec![0u8; len];
+    // Version 2 reads the value straight behind the key it returns.
+    let head = if idx.crc.is_some() { key.len() } else { 0 };
+    let mut buf = vec![0u8; head + len];
     file.file
-        .read_exact_at(idx.offset, &mut buf)
+        .read_exact_at(idx.offset, buf.get_mut(head..).unwrap_or_default())
         .map_err(|e| match e {
             Error::Io { source, .. } if source.kind() == std::io::ErrorKind::UnexpectedEof => {
                 bad("record extends past the end of the value file")
             }
             other => other,
         })?;
-    check_record(file, key, idx, buf)
+    check_read(file, (cf, key), idx, buf)
 }
 
 /// Reads record `idx` of a file being written through its stage
@@ -110,32 +126,59 @@ pub(super) fn read_record(file: &BlobFile, key: &[u8], idx: &BlobIndex) -> Resul
 fn read_staged(
     file: &BlobFile,
     view: &super::staged::StageView,
-    key: &[u8],
+    (cf, key): (u32, &[u8]),
     idx: &BlobIndex,
     len: usize,
 ) -> Option<Vec<u8>> {
     let end = idx.offset.checked_add(len as u64)?;
+    let head = if idx.crc.is_some() { key.len() } else { 0 };
     for _ in 0..4 {
         let written = view.written();
         if written >= end {
             return None;
         }
-        let mut buf = vec![0u8; len];
+        let mut buf = vec![0u8; head + len];
         let split = usize::try_from(written.saturating_sub(idx.offset)).ok()?;
-        let (head, tail) = buf.split_at_mut(split.min(len));
-        if !head.is_empty() {
-            file.file.read_exact_at(idx.offset, head).ok()?;
+        let (front, tail) = buf.get_mut(head..)?.split_at_mut(split.min(len));
+        if !front.is_empty() {
+            file.file.read_exact_at(idx.offset, front).ok()?;
         }
         let tail_at = super::staged::STAGE_HEADER + idx.offset + split as u64;
         view.stage.read_exact_at(tail_at, tail).ok()?;
-        if let Ok(kv) = check_record(file, key, idx, buf) {
+        if let Ok(kv) = check_read(file, (cf, key), idx, buf) {
             return Some(kv);
         }
     }
     None
 }
 
-/// Checks that `buf` is the record `idx` of `key`; returns `key || value`.
+/// Checks a read of `idx`: version 1, `buf` is the record; version 2,
+/// `buf` is `key.len()` bytes of room followed by the value. Returns
+/// `key || value`.
+fn check_read(
+    file: &BlobFile,
+    (cf, key): (u32, &[u8]),
+    idx: &BlobIndex,
+    mut buf: Vec<u8>,
+) -> Result<Vec<u8>> {
+    let Some(crc) = idx.crc else {
+        return check_record(file, key, idx, buf);
+    };
+    let value = buf.get(key.len()..).unwrap_or_default();
+    if format::value_crc(cf, key, value) != crc {
+        return Err(Error::corruption(
+            &file.path,
+            idx.offset,
+            "value fails the BlobIndex checksum (damaged, or another key's value)",
+        ));
+    }
+    if let Some(room) = buf.get_mut(..key.len()) {
+        room.copy_from_slice(key);
+    }
+    Ok(buf)
+}
+
+/// Checks that `buf` is the version-1 record `idx` of `key`; returns `key || value`.
 fn check_record(file: &BlobFile, key: &[u8], idx: &BlobIndex, mut buf: Vec<u8>) -> Result<Vec<u8>> {
     let bad = |reason: &str| Error::corruption(&file.path, idx.offset, reason.to_string());
     let h = RecordHeader::decode(&buf).ok_or_else(|| bad("short record"))?;
@@ -154,28 +197,54 @@ fn check_record(file: &BlobFile, key: &[u8], idx: &BlobIndex, mut buf: Vec<u8>) 
 
 /// One record found by a scan.
 pub(crate) struct ScannedRecord {
+    /// Offset of the record (version 1) or of the value (version 2).
     pub offset: u64,
     pub cf: u32,
     pub key: Vec<u8>,
-    pub value: Vec<u8>,
+    /// The index that points at this record (version 2: with its checksum).
+    pub index: BlobIndex,
+    /// The value: always for version 1; for version 2 only if the scan
+    /// read values ([`Values::Read`]).
+    pub value: Option<Vec<u8>>,
+}
+
+/// Whether a version-2 scan reads and checks each value (version 1 reads
+/// every record whole anyway).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Values {
+    /// Read each value and check it against its key-log entry.
+    Read,
+    /// Key-log entries only (GC's liveness pass reads no value).
+    Skip,
 }
 
 /// How a scan ended.
 #[derive(Debug, PartialEq, Eq)]
-pub(crate) enum ScanEnd {
-    /// A valid footer at this offset.
-    Footer(u64),
-    /// End of file, or a record that does not check, at this offset.
-    Torn(u64),
+pub(crate) struct ScanEnd {
+    /// Format version of the file (0: empty).
+    pub version: u32,
+    /// The scan ended at a valid footer.
+    pub footer: bool,
+    /// Value-file offset where the good prefix ends (version 1: the
+    /// footer or the first bad record; version 2: the end of the last good
+    /// value, the header's end if none).
+    pub value_end: u64,
+    /// Version 2: key-log offset where the good entries end (the footer's
+    /// offset, or the first bad entry's); 0 for version 1.
+    pub key_end: u64,
+    /// Set if the scan stopped before the end of its file (version 1: the
+    /// value file; version 2: the key log): the file and offset of what
+    /// failed, and why. At open that is a torn tail; in a sealed file, damage.
+    pub damage: Option<(PathBuf, u64, &'static str)>,
 }
 
-/// Checks the header of `file` at `path`.
-fn check_header(file: &dyn RandomAccessFile, path: &Path) -> Result<()> {
+/// Checks the header of `file` at `path`; returns its version.
+pub(crate) fn check_header(file: &dyn RandomAccessFile, path: &Path) -> Result<u32> {
     let mut h = [0u8; HEADER_LEN];
     file.read_exact_at(0, &mut h)
         .map_err(|_| Error::corruption(path, 0, "value file shorter than its header"))?;
     match format::check_header(&h) {
-        Ok(()) => Ok(()),
+        Ok(version) => Ok(version),
         Err(format::HeaderError::Version(version)) => Err(Error::UnsupportedVersion {
             file: path.to_path_buf(),
             version,
@@ -185,50 +254,96 @@ fn check_header(file: &dyn RandomAccessFile, path: &Path) -> Result<()> {
 }
 
 /// Calls `f` for each valid record of a value file, front to back, until
-/// the footer or the first record that does not check.
+/// the footer or the first record that does not check. A version-2 file
+/// is scanned through its key log (`fs` opens it; scan2.rs).
 pub(crate) fn scan(
+    fs: &Arc<dyn FileSystem>,
     file: &dyn RandomAccessFile,
     path: &Path,
-    mut f: impl FnMut(ScannedRecord) -> Result<()>,
+    values: Values,
+    f: impl FnMut(ScannedRecord) -> Result<()>,
 ) -> Result<ScanEnd> {
     let size = file.len()?;
     if size == 0 {
-        return Ok(ScanEnd::Torn(0)); // created, nothing survived a crash
+        // Created, nothing survived a crash.
+        return Ok(ScanEnd {
+            version: 0,
+            footer: false,
+            value_end: 0,
+            key_end: 0,
+            damage: None,
+        });
     }
-    check_header(file, path)?;
+    match check_header(file, path)? {
+        format::VERSION_2 => super::scan2::scan(fs, file, path, values, f),
+        _ => scan_v1(file, path, size, f),
+    }
+}
+
+/// [`scan`] of a version-1 file (records of key and value back to back).
+fn scan_v1(
+    file: &dyn RandomAccessFile,
+    path: &Path,
+    size: u64,
+    mut f: impl FnMut(ScannedRecord) -> Result<()>,
+) -> Result<ScanEnd> {
+    let number = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .and_then(format::parse_blob_name)
+        .unwrap_or(0);
+    let torn = |pos: u64, why: &'static str| ScanEnd {
+        version: format::VERSION,
+        footer: false,
+        value_end: pos,
+        key_end: 0,
+        damage: (pos < size).then(|| (path.to_path_buf(), pos, why)),
+    };
     let mut pos = HEADER_LEN as u64;
     loop {
         let mut hb = [0u8; RECORD_HEADER_LEN];
         if pos + RECORD_HEADER_LEN as u64 > size || file.read_exact_at(pos, &mut hb).is_err() {
-            return Ok(ScanEnd::Torn(pos));
+            return Ok(torn(pos, "short value record"));
         }
         let Some(h) = RecordHeader::decode(&hb) else {
-            return Ok(ScanEnd::Torn(pos));
+            return Ok(torn(pos, "short value record"));
         };
         if h.key_len == format::FOOTER_MARK {
             let mut fb = [0u8; FOOTER_LEN];
             let ok = pos + FOOTER_LEN as u64 <= size && file.read_exact_at(pos, &mut fb).is_ok();
             if ok && format::decode_footer(&fb).is_some_and(|(_, end)| end == pos) {
-                return Ok(ScanEnd::Footer(pos));
+                return Ok(ScanEnd {
+                    version: format::VERSION,
+                    footer: true,
+                    value_end: pos,
+                    key_end: 0,
+                    damage: None,
+                });
             }
-            return Ok(ScanEnd::Torn(pos));
+            return Ok(torn(pos, "bad value-file footer"));
         }
         let len = h.record_len() as u64;
         if pos + len > size {
-            return Ok(ScanEnd::Torn(pos));
+            return Ok(torn(pos, "value record fails its check"));
         }
         let mut buf = vec![0u8; h.record_len()];
         if file.read_exact_at(pos, &mut buf).is_err() {
-            return Ok(ScanEnd::Torn(pos));
+            return Ok(torn(pos, "value record fails its check"));
         }
         let Ok(rec) = format::decode_record(&buf) else {
-            return Ok(ScanEnd::Torn(pos));
+            return Ok(torn(pos, "value record fails its check"));
         };
         f(ScannedRecord {
             offset: pos,
             cf: rec.cf,
             key: rec.key.to_vec(),
-            value: rec.value.to_vec(),
+            index: BlobIndex {
+                file: number,
+                offset: pos,
+                value_len: u64::from(h.value_len),
+                crc: None,
+            },
+            value: Some(rec.value.to_vec()),
         })?;
         pos += len;
     }
@@ -236,28 +351,47 @@ pub(crate) fn scan(
 
 /// At open: if a value file has no valid footer (the active file at a
 /// crash, or a sealed file whose unsynced footer was lost), cut it after
-/// its last whole record. Its torn tail can only be referenced by WAL
-/// records that were never acknowledged (docs/architecture.md, crash
-/// argument); a file too short for its header is emptied (removed later).
-pub(crate) fn cut_torn_tail(fs: &Arc<dyn FileSystem>, dir: &Path, number: u64) -> Result<()> {
+/// its last whole record (version 2: cut the key log and the value file
+/// after the last good entry and value, scan2.rs). Its torn tail can only
+/// be referenced by WAL records that were never acknowledged
+/// (docs/architecture.md, crash argument); a file too short for its header
+/// is emptied (removed later). Returns the file's version (0: emptied).
+pub(crate) fn cut_torn_tail(fs: &Arc<dyn FileSystem>, dir: &Path, number: u64) -> Result<u32> {
     let path = format::blob_path(dir, number);
     let size = fs.file_size(&path)?;
-    if size < HEADER_LEN as u64 {
-        return fs.truncate(&path, 0);
+    let version = if size < HEADER_LEN as u64 {
+        Err(Error::corruption(
+            &path,
+            0,
+            "value file shorter than its header",
+        ))
+    } else {
+        check_header(fs.open_random(&path)?.as_ref(), &path)
+    };
+    match version {
+        Ok(format::VERSION_2) => return super::scan2::cut_torn_tail(fs, dir, number, size),
+        Ok(_) => {}
+        Err(Error::Corruption { .. }) => {
+            // A torn header: nothing was acknowledged in the file.
+            super::scan2::remove_keylog(fs, dir, number)?;
+            fs.truncate(&path, 0)?;
+            return Ok(0);
+        }
+        Err(e) => return Err(e),
     }
     let file = fs.open_random(&path)?;
     if size >= (HEADER_LEN + FOOTER_LEN) as u64 {
         let mut fb = [0u8; FOOTER_LEN];
         file.read_exact_at(size - FOOTER_LEN as u64, &mut fb)?;
         if format::decode_footer(&fb).is_some_and(|(_, end)| end == size - FOOTER_LEN as u64) {
-            return Ok(());
+            return Ok(format::VERSION);
         }
     }
-    let end = match scan(file.as_ref(), &path, |_| Ok(())) {
-        Ok(ScanEnd::Torn(end)) => end,
-        Ok(ScanEnd::Footer(at)) => at + FOOTER_LEN as u64,
-        Err(Error::Corruption { .. }) => 0, // torn header: nothing was acknowledged in it
-        Err(e) => return Err(e),
+    let end = scan_v1(file.as_ref(), &path, size, |_| Ok(()))?;
+    let end = if end.footer {
+        end.value_end + FOOTER_LEN as u64
+    } else {
+        end.value_end
     };
     drop(file);
     if end < size {
@@ -269,12 +403,13 @@ pub(crate) fn cut_torn_tail(fs: &Arc<dyn FileSystem>, dir: &Path, number: u64) -
         );
         fs.truncate(&path, end)?;
     }
-    Ok(())
+    Ok(format::VERSION)
 }
 
 /// Checks every record of every sealed value file (`Db::verify_checksums`):
-/// a record that fails before the end of its file is `Error::Corruption`
-/// naming the file and the record offset. Returns the files checked.
+/// a record (version 2: a key-log entry or a value) that fails before the
+/// end of its file is `Error::Corruption` naming the file and offset.
+/// Returns the files checked.
 pub(crate) fn verify_files(store: &super::BlobStore) -> Result<u64> {
     let mut n = 0;
     for f in store.current().values() {
@@ -282,14 +417,9 @@ pub(crate) fn verify_files(store: &super::BlobStore) -> Result<u64> {
             continue; // the active file takes appends
         }
         let file = store.fs.open_random(&f.path)?;
-        if let ScanEnd::Torn(at) = scan(file.as_ref(), &f.path, |_| Ok(()))? {
-            if at < file.len()? {
-                return Err(Error::corruption(
-                    &f.path,
-                    at,
-                    "value record fails its check",
-                ));
-            }
+        let end = scan(&store.fs, file.as_ref(), &f.path, Values::Read, |_| Ok(()))?;
+        if let Some((path, at, why)) = end.damage {
+            return Err(Error::corruption(path, at, why));
         }
         n += 1;
     }
@@ -311,10 +441,10 @@ mod tests {
         let fs = MemFs::new().arc();
         let dir = PathBuf::from("/db");
         fs.create_dir_all(&dir).unwrap();
-        let mut bytes = format::encode_header().to_vec();
-        format::encode_record(&mut bytes, 0, b"k0", &vec![b'x'; ALIGN]);
+        let mut bytes = format::encode_header(format::VERSION).to_vec();
+        format::encode_record(&mut bytes, 0, b"k0", &vec![b'x'; ALIGN]).unwrap();
         let offset = bytes.len() as u64;
-        format::encode_record(&mut bytes, 0, b"k1", &vec![b'y'; ALIGN]);
+        format::encode_record(&mut bytes, 0, b"k1", &vec![b'y'; ALIGN]).unwrap();
         // Written (and punched) up to 2 blocks: record k1 starts before and ends after.
         let written = 2 * ALIGN;
         assert!(offset < written as u64 && bytes.len() > written);
@@ -324,15 +454,17 @@ mod tests {
         let mut staged = bytes.clone();
         staged[..written].fill(0);
         stage.write_all_at(STAGE_HEADER, &staged).unwrap();
-        let file = BlobFile::new(&fs, &dir, 1, (written as u64, false), (false, &None)).unwrap();
+        let sizes = (format::VERSION, written as u64, 0, false);
+        let file = BlobFile::new(&fs, &dir, 1, sizes, (false, &None)).unwrap();
         let view = StageView::fixed(stage, written as u64);
         let idx = BlobIndex {
             file: 1,
             offset,
             value_len: ALIGN as u64,
+            crc: None,
         };
         let len = idx.record_len(2).unwrap();
-        let kv = read_staged(&file, &view, b"k1", &idx, len).unwrap();
+        let kv = read_staged(&file, &view, (0, b"k1"), &idx, len).unwrap();
         assert_eq!(&kv[..2], b"k1");
         assert_eq!(&kv[2..], vec![b'y'; ALIGN].as_slice());
         // Record k0 is below the written length: read from the value file.
@@ -340,7 +472,9 @@ mod tests {
             file: 1,
             offset: format::HEADER_LEN as u64,
             value_len: ALIGN as u64,
+            crc: None,
         };
-        assert!(read_staged(&file, &view, b"k0", &idx0, idx0.record_len(2).unwrap()).is_none());
+        let len0 = idx0.record_len(2).unwrap();
+        assert!(read_staged(&file, &view, (0, b"k0"), &idx0, len0).is_none());
     }
 }

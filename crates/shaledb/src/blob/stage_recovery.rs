@@ -14,7 +14,7 @@
 //! page, the stage would be `00000000` and the value file's copy would win.
 
 use super::format;
-use super::reader::{self, ScanEnd};
+use super::reader::{self, Values};
 use super::staged::{self, ALIGN, STAGE_HEADER, STAGE_HEADER_USED};
 use crate::env::FileSystem;
 use crate::error::{Error, Result};
@@ -127,10 +127,12 @@ fn merge(
 ) -> Result<()> {
     let value = fs.open_random(vpath)?;
     let vsize = value.len()?;
-    let end = match reader::scan(value.as_ref(), vpath, |_| Ok(())) {
-        Ok(ScanEnd::Torn(end)) => end,
-        Ok(ScanEnd::Footer(_)) => return Ok(()), // complete: nothing staged is missing
-        Err(Error::Corruption { .. }) => 0,      // header not (fully) written
+    // Version 2 scans through the key log, reading each value: the good
+    // prefix ends at the first value the value file lacks.
+    let end = match reader::scan(fs, value.as_ref(), vpath, Values::Read, |_| Ok(())) {
+        Ok(end) if end.footer => return Ok(()), // complete: nothing staged is missing
+        Ok(end) => end.value_end,
+        Err(Error::Corruption { .. }) => 0, // header (or key-log header) not fully written
         Err(e) => return Err(e),
     };
     let align = ALIGN as u64;
@@ -174,10 +176,10 @@ mod tests {
 
     /// Header + `n` records of key `k{i}` and a 3000-byte value.
     fn records(n: usize) -> Vec<u8> {
-        let mut out = format::encode_header().to_vec();
+        let mut out = format::encode_header(format::VERSION).to_vec();
         for i in 0..n {
             let value = vec![b'a' + (i % 26) as u8; 3000];
-            format::encode_record(&mut out, 0, format!("k{i}").as_bytes(), &value);
+            format::encode_record(&mut out, 0, format!("k{i}").as_bytes(), &value).unwrap();
         }
         out
     }
@@ -186,10 +188,16 @@ mod tests {
         reader::cut_torn_tail(fs, dir, 7).unwrap();
         let f = fs.open_random(&format::blob_path(dir, 7)).unwrap();
         let mut n = 0;
-        reader::scan(f.as_ref(), &format::blob_path(dir, 7), |_| {
-            n += 1;
-            Ok(())
-        })
+        reader::scan(
+            fs,
+            f.as_ref(),
+            &format::blob_path(dir, 7),
+            Values::Read,
+            |_| {
+                n += 1;
+                Ok(())
+            },
+        )
         .unwrap();
         n
     }

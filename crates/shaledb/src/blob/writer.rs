@@ -1,10 +1,13 @@
 //! Appends to value files. The group-commit leader calls
 //! [`BlobStore::separate`] for its whole group before it writes the WAL: the
-//! group's large values become one contiguous append (one `write(2)`, and
-//! with `sync` one `fdatasync` that completes before the WAL's), and each
-//! such put becomes a BlobIndex op in its batch.
+//! group's large values become one contiguous append to the value file and
+//! their entries one append to its key log (format version 2,
+//! docs/format-blob.md section 7; one `write(2)` each, and with `sync` one
+//! `fdatasync` each that complete before the WAL's), and each such put
+//! becomes a BlobIndex op in its batch.
 
 use super::format::{self, BlobIndex, HEADER_LEN};
+use super::keylog::{self, GroupEncoder};
 use super::{BlobFile, BlobStore};
 use crate::env::WritableFile;
 use crate::error::{Error, Result};
@@ -13,9 +16,11 @@ use crate::write_batch::{BatchOp, WriteBatch};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-/// The value file being appended to.
+/// The value file being appended to (guarded by `BlobStore::active`).
 pub(crate) struct ActiveFile {
     w: Box<dyn WritableFile>,
+    /// Version 2: the key log (`None`: a version-1 file, tests only).
+    keys: Option<Box<dyn WritableFile>>,
     handle: Arc<BlobFile>,
     records: u64,
     /// Bytes handed to the OS but not fsynced.
@@ -25,44 +30,77 @@ pub(crate) struct ActiveFile {
 /// A value file created for appends (the active file or a GC output).
 pub(crate) struct NewFile {
     pub w: Box<dyn WritableFile>,
+    /// Version 2: the key log (`None`: a version-1 file, tests only).
+    pub keys: Option<Box<dyn WritableFile>>,
     pub handle: Arc<BlobFile>,
     pub records: u64,
 }
 
 impl BlobStore {
-    /// Creates the next value file with its header; the directory is
-    /// fsynced so that the name survives power loss before any BlobIndex
-    /// pointing into the file can be acknowledged.
-    pub(crate) fn create_file(&self) -> Result<NewFile> {
-        self.create_numbered(self.new_number())
-    }
-
-    /// [`BlobStore::create_file`] with a number taken before (GC counts
-    /// its output dead under that number before the file exists).
-    pub(crate) fn create_numbered(&self, number: u64) -> Result<NewFile> {
+    /// Creates value file `number` (a number taken before: GC counts its
+    /// output dead under it before the file exists) with its header, and
+    /// for version 2 its key log; the directory is fsynced so that the
+    /// names survive power loss before any BlobIndex pointing into the
+    /// file can be acknowledged. `v1`: a version-1 file (tests only; GC
+    /// outputs are always version 2).
+    pub(crate) fn create_numbered(&self, number: u64, v1: bool) -> Result<NewFile> {
         let path = format::blob_path(&self.dir, number);
+        let keys = if v1 {
+            None
+        } else {
+            Some(self.create_keylog(number)?)
+        };
         let mut w = if self.direct {
             self.fs.create_direct(&path)?
         } else {
             self.fs.create(&path)?
         };
-        w.append(&format::encode_header())?;
+        let version = if v1 {
+            format::VERSION
+        } else {
+            format::VERSION_2
+        };
+        w.append(&format::encode_header(version))?;
         w.flush()?;
         self.fs.sync_dir(&self.dir)?;
-        self.new_file(number, w)
+        self.new_file(number, w, keys)
+    }
+
+    /// Creates the key log of value file `number` with its header, handed
+    /// to the OS (the caller fsyncs the directory before any index into
+    /// the pair can be acknowledged; a synced group fsyncs the key log).
+    /// Created before the value file: a key log without its value file is
+    /// removed at open, a value file without its key log is emptied.
+    fn create_keylog(&self, number: u64) -> Result<Box<dyn WritableFile>> {
+        let mut k = self.fs.create(&keylog::keylog_path(&self.dir, number))?;
+        k.append(&keylog::encode_keylog_header(number))?;
+        k.flush()?;
+        Ok(k)
     }
 
     /// The [`NewFile`] of value file `number`, whose header `w` holds.
-    fn new_file(&self, number: u64, w: Box<dyn WritableFile>) -> Result<NewFile> {
+    fn new_file(
+        &self,
+        number: u64,
+        w: Box<dyn WritableFile>,
+        keys: Option<Box<dyn WritableFile>>,
+    ) -> Result<NewFile> {
+        let version = if keys.is_some() {
+            format::VERSION_2
+        } else {
+            format::VERSION
+        };
+        let key_bytes = keys.as_ref().map_or(0, |k| k.len());
         let handle = Arc::new(BlobFile::new(
             &self.fs,
             &self.dir,
             number,
-            (HEADER_LEN as u64, false),
+            (version, HEADER_LEN as u64, key_bytes, false),
             (self.direct_reads, &self.cache),
         )?);
         Ok(NewFile {
             w,
+            keys,
             handle,
             records: 0,
         })
@@ -70,27 +108,42 @@ impl BlobStore {
 
     /// Creates the next active file: with `O_DIRECT` value files, a staged
     /// one (`staged.rs`: puts do not wait for the device); else as
-    /// [`BlobStore::create_file`].
+    /// [`BlobStore::create_numbered`].
     fn create_active(&self) -> Result<NewFile> {
         if !self.direct {
-            return self.create_file();
+            return self.create_numbered(self.new_number(), self.write_v1);
         }
         let number = self.new_number();
+        let (keys, version) = if self.write_v1 {
+            (None, format::VERSION)
+        } else {
+            (Some(self.create_keylog(number)?), format::VERSION_2)
+        };
+        // Fsyncs the directory after creating the value and stage files.
         let mut w = super::staged::StagedWriter::create(&self.fs, &self.dir, number)?;
-        w.append(&format::encode_header())?;
+        w.append(&format::encode_header(version))?;
         let view = w.view();
-        let f = self.new_file(number, Box::new(w))?;
+        let f = self.new_file(number, Box::new(w), keys)?;
         *f.handle.stage.lock() = Some(view);
         Ok(f)
     }
 
-    /// Appends the footer and fsyncs: the file is complete.
+    /// Appends the footer and fsyncs: the file is complete. Version 2:
+    /// the value file is synced before the key log's footer is written, so
+    /// a footer never vouches for values that are not durable.
     pub(crate) fn seal_file(&self, f: &mut NewFile) -> Result<()> {
         let end = f.w.len();
-        f.w.append(&format::encode_footer(f.records, end))?;
+        if f.keys.is_none() {
+            f.w.append(&format::encode_footer(f.records, end))?;
+        }
         f.w.complete()?;
         f.w.sync()?;
         self.trim(&f.handle, f.w.len())?;
+        if let Some(k) = f.keys.as_mut() {
+            k.append(&keylog::encode_keylog_footer(f.records, end))?;
+            k.sync()?;
+            f.handle.keylog_bytes.store(k.len(), Ordering::Release);
+        }
         f.handle.bytes.store(f.w.len(), Ordering::Release);
         f.handle.sealed.store(true, Ordering::Release);
         Ok(())
@@ -102,12 +155,22 @@ impl BlobStore {
     /// writes with `sync` synced their records already.
     fn seal_active(&self, mut a: ActiveFile) -> Result<()> {
         let end = a.w.len();
-        a.w.append(&format::encode_footer(a.records, end))?;
+        if a.keys.is_none() {
+            a.w.append(&format::encode_footer(a.records, end))?;
+        }
         a.w.complete()?;
         self.trim(&a.handle, a.w.len())?;
         a.handle.bytes.store(a.w.len(), Ordering::Release);
+        let mut unsynced = self.unsynced.lock();
+        unsynced.push(a.w);
+        if let Some(mut k) = a.keys {
+            k.append(&keylog::encode_keylog_footer(a.records, end))?;
+            k.flush()?;
+            a.handle.keylog_bytes.store(k.len(), Ordering::Release);
+            // Synced after the value file (pushed first).
+            unsynced.push(k);
+        }
         a.handle.sealed.store(true, Ordering::Release);
-        self.unsynced.lock().push(a.w);
         Ok(())
     }
 
@@ -132,6 +195,9 @@ impl BlobStore {
         match active.as_mut() {
             Some(a) if a.dirty => {
                 a.w.sync()?;
+                if let Some(k) = a.keys.as_mut() {
+                    k.sync()?;
+                }
                 a.dirty = false;
                 Ok(())
             }
@@ -171,6 +237,7 @@ impl BlobStore {
                 self.add_file(f.handle.clone());
                 guard.insert(ActiveFile {
                     w: f.w,
+                    keys: f.keys,
                     handle: f.handle,
                     records: 0,
                     dirty: false,
@@ -178,24 +245,24 @@ impl BlobStore {
             }
         };
         let number = active.handle.number;
-        let base = active.w.len();
         let room: usize = todo.iter().map(|b| b.approximate_size()).sum();
-        let mut buf = Vec::with_capacity(room);
-        let mut records = 0;
+        let mut enc = GroupEncoder::new(number, active.w.len(), room);
+        let v1 = active.keys.is_none();
         for batch in todo.iter_mut() {
             let mut out = WriteBatch::with_capacity(256);
             for op in batch.iter() {
                 let op = op.map_err(|e| Error::InvalidArgument(format!("malformed batch: {e}")))?;
                 match op {
                     BatchOp::Put { cf, key, value } if value.len() >= min => {
-                        let idx = BlobIndex {
-                            file: number,
-                            offset: base + buf.len() as u64,
-                            value_len: value.len() as u64,
-                        };
-                        format::encode_record(&mut buf, cf, key, value);
-                        records += 1;
-                        out.put_blob_index_cf(cf, key, &idx.encode());
+                        let idx = if v1 {
+                            encode_v1(&mut enc, cf, key, value)
+                        } else {
+                            enc.push(cf, key, value)
+                        }
+                        .ok_or_else(|| {
+                            Error::InvalidArgument("value or key longer than 4 GiB".into())
+                        })?;
+                        out.put_blob_index_cf(cf, key, idx.encode().as_slice());
                     }
                     other => out.push_op(&other),
                 }
@@ -205,7 +272,16 @@ impl BlobStore {
                 _ => out,
             };
         }
-        active.w.append(&buf)?;
+        // Values first, then their entries (docs/format-blob.md 7.4).
+        active.w.append(&enc.values)?;
+        if !sync {
+            // Hands the values to the OS (staged: checks the writer
+            // thread's sticky error) before the entries that name them.
+            active.w.flush()?;
+        }
+        if let Some(k) = active.keys.as_mut() {
+            k.append(&enc.keys)?;
+        }
         if sync {
             // Files sealed since the last sync may hold values of earlier
             // unsynced groups, whose WAL records this group's WAL sync makes
@@ -214,13 +290,21 @@ impl BlobStore {
                 w.sync()?;
             }
             active.w.sync()?;
+            if let Some(k) = active.keys.as_mut() {
+                k.sync()?;
+            }
             active.dirty = false;
         } else {
-            active.w.flush()?;
+            if let Some(k) = active.keys.as_mut() {
+                k.flush()?;
+            }
             active.dirty = true;
         }
-        active.records += records;
+        active.records += enc.entries;
         active.handle.bytes.store(active.w.len(), Ordering::Release);
+        if let Some(k) = active.keys.as_ref() {
+            active.handle.keylog_bytes.store(k.len(), Ordering::Release);
+        }
         Ok(())
     }
 
@@ -233,6 +317,7 @@ impl BlobStore {
             Some(a) => {
                 let mut f = NewFile {
                     w: a.w,
+                    keys: a.keys,
                     handle: a.handle,
                     records: a.records,
                 };
@@ -241,4 +326,18 @@ impl BlobStore {
             None => Ok(()),
         }
     }
+}
+
+/// Tests only (`Options::blob_write_format_v1`): appends a version-1 record
+/// to the encoder's value bytes and returns its 24-byte index.
+fn encode_v1(enc: &mut GroupEncoder, cf: u32, key: &[u8], value: &[u8]) -> Option<BlobIndex> {
+    let offset = enc.end();
+    format::encode_record(&mut enc.values, cf, key, value)?;
+    enc.entries += 1;
+    Some(BlobIndex {
+        file: enc.file(),
+        offset,
+        value_len: value.len() as u64,
+        crc: None,
+    })
 }

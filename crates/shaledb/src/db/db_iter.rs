@@ -555,12 +555,18 @@ impl DbIterator {
             self.value = crate::blob::reader::read_value(
                 &self.blobs,
                 &self._db.dir,
+                self.cf,
                 &self.key,
                 &self.value,
             )?;
             self.value_is_blob = false;
         }
         Ok(())
+    }
+
+    /// The column family this iterator reads.
+    pub(crate) fn cf(&self) -> u32 {
+        self.cf
     }
 
     /// Raw iterators only: the current value is an encoded BlobIndex.

@@ -93,7 +93,7 @@ pub struct Options {
     pub recovery_memory_limit: usize,
     /// Key-value separation (docs/format-blob.md): a put whose value has at
     /// least this many bytes stores the value once in a value file and only
-    /// a 24-byte reference in the WAL and the LSM. 0 (the default) = off.
+    /// a 28-byte reference in the WAL and the LSM. 0 (the default) = off.
     pub min_blob_size: usize,
     /// Bytes after which a value file is sealed and a new one started.
     pub blob_file_size: u64,
@@ -110,6 +110,13 @@ pub struct Options {
     /// and scans go to the device, so the page cache neither hides it nor
     /// fills with values. Off by default.
     pub blob_direct_reads: bool,
+    /// Tests only: write value files in format version 1 (records of key
+    /// and value back to back) instead of version 2, to build a database
+    /// as the code before version 2 wrote it (docs/format-blob.md section
+    /// 7). Reads, GC (whose outputs are version 2) and recovery do not
+    /// depend on it.
+    #[doc(hidden)]
+    pub blob_write_format_v1: bool,
     /// Background garbage collection of value files: with a ratio in
     /// (0, 1], a thread runs [`crate::Db::collect_blob_garbage`] with it every
     /// `blob_gc_interval_ms` (files whose live bytes are below that share of
@@ -175,6 +182,7 @@ impl Default for Options {
             blob_file_size: 256 << 20,
             blob_direct_io: false,
             blob_direct_reads: false,
+            blob_write_format_v1: false,
             blob_gc_live_ratio: 0.0,
             blob_gc_interval_ms: 10_000,
             blob_gc_bytes_per_sec: 64 << 20,
@@ -287,7 +295,7 @@ impl Options {
         }
         // An entry must fit an extent with room for index, filter and footer.
         // With key-value separation, a value of `min_blob_size` bytes or more
-        // never enters an extent (its entry holds a 24-byte BlobIndex), so
+        // never enters an extent (its entry holds a 28-byte BlobIndex), so
         // only smaller values count.
         let entry_room = self.extent_size / 4 * 3;
         let inline_value = if self.min_blob_size > 0 {
