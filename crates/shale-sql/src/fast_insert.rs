@@ -16,7 +16,9 @@
 //! clause means what it always means; the parse of a head without a tail
 //! is kept, by its text, for the next statement with the same head: a
 //! loader or sysbench's `oltp_insert` sends thousands of statements that
-//! differ only in their rows), and the rows are scanned here into
+//! differ only in their rows; such a statement comes back as
+//! [`FastInsert::Kept`], the shared head and its rows, which the session
+//! runs without copying the head), and the rows are scanned here into
 //! the same expressions the parser builds: `Expr::Value` of a number,
 //! a single-quoted string (unescaped as the MySQL dialect's tokenizer does),
 //! NULL, TRUE or FALSE, and unary minus over a number. Anything else (an
