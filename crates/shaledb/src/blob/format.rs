@@ -265,31 +265,53 @@ pub fn decode_record(bytes: &[u8]) -> Result<Record<'_>, &'static str> {
 
 /// The footer of a file with `records` records ending at `data_end`.
 pub fn encode_footer(records: u64, data_end: u64) -> [u8; FOOTER_LEN] {
-    let mut out = [0u8; FOOTER_LEN];
-    out[..4].copy_from_slice(&FOOTER_MARK.to_le_bytes());
-    out[4..12].copy_from_slice(&records.to_le_bytes());
-    out[12..20].copy_from_slice(&data_end.to_le_bytes());
-    let crc = mask_crc(crc32c::crc32c(&out[..20]));
-    out[20..24].copy_from_slice(&crc.to_le_bytes());
-    out[24..32].copy_from_slice(FOOTER_MAGIC);
-    out[32..].copy_from_slice(&VERSION.to_le_bytes());
-    out
+    encode_sealing_footer(records, data_end, FOOTER_MAGIC, VERSION)
 }
 
 /// Decodes a footer: `(records, data_end)`, `None` if it is not a valid one.
 pub fn decode_footer(bytes: &[u8]) -> Option<(u64, u64)> {
+    decode_sealing_footer(bytes, FOOTER_MAGIC, VERSION)
+}
+
+/// The 36-byte footer that seals a version-1 value file and a key log
+/// (keylog.rs): mark, a count, an end offset, the checksum of those
+/// 20 bytes, then the file kind's `magic` and `version`.
+pub(super) fn encode_sealing_footer(
+    count: u64,
+    end: u64,
+    magic: &[u8; 8],
+    version: u32,
+) -> [u8; FOOTER_LEN] {
+    let mut out = [0u8; FOOTER_LEN];
+    out[..4].copy_from_slice(&FOOTER_MARK.to_le_bytes());
+    out[4..12].copy_from_slice(&count.to_le_bytes());
+    out[12..20].copy_from_slice(&end.to_le_bytes());
+    let crc = mask_crc(crc32c::crc32c(&out[..20]));
+    out[20..24].copy_from_slice(&crc.to_le_bytes());
+    out[24..32].copy_from_slice(magic);
+    out[32..].copy_from_slice(&version.to_le_bytes());
+    out
+}
+
+/// Decodes [`encode_sealing_footer`]'s bytes: `(count, end)`, `None` unless
+/// the mark, checksum, `magic` and `version` all match.
+pub(super) fn decode_sealing_footer(
+    bytes: &[u8],
+    magic: &[u8; 8],
+    version: u32,
+) -> Option<(u64, u64)> {
     let mut r = Reader::new(bytes);
     let mark = r.u32()?;
-    let records = r.u64()?;
-    let data_end = r.u64()?;
+    let count = r.u64()?;
+    let end = r.u64()?;
     let crc = r.u32()?;
-    let magic = r.bytes(8)?;
-    let version = r.u32()?;
+    let stored_magic = r.bytes(8)?;
+    let stored_version = r.u32()?;
     let ok = mark == FOOTER_MARK
-        && magic == FOOTER_MAGIC
-        && version == VERSION
+        && stored_magic == magic
+        && stored_version == version
         && unmask_crc(crc) == crc32c::crc32c(bytes.get(..20)?);
-    ok.then_some((records, data_end))
+    ok.then_some((count, end))
 }
 
 #[cfg(test)]

@@ -4,7 +4,9 @@
 //! that the value file holds values alone and a 4 KiB value is one aligned
 //! 4 KiB page.
 
-use super::format::{value_crc, BlobIndex, FOOTER_MARK, PAGE};
+use super::format::{
+    decode_sealing_footer, encode_sealing_footer, value_crc, BlobIndex, FOOTER_MARK, PAGE,
+};
 use crate::util::coding::{mask_crc, unmask_crc, Reader};
 use std::path::{Path, PathBuf};
 
@@ -159,34 +161,20 @@ pub fn decode_entry(bytes: &[u8]) -> Result<Decoded, &'static str> {
     }))
 }
 
-/// The key-log footer: `entries` entries, value file `value_end` bytes long.
+/// The key-log footer: `entries` entries, value file `value_end` bytes long
+/// (the layout of a version-1 value file's footer, with the key log's
+/// magic and version).
 pub fn encode_keylog_footer(entries: u64, value_end: u64) -> [u8; KEYLOG_FOOTER_LEN] {
-    let mut out = [0u8; KEYLOG_FOOTER_LEN];
-    out[..4].copy_from_slice(&FOOTER_MARK.to_le_bytes());
-    out[4..12].copy_from_slice(&entries.to_le_bytes());
-    out[12..20].copy_from_slice(&value_end.to_le_bytes());
-    let crc = mask_crc(crc32c::crc32c(&out[..20]));
-    out[20..24].copy_from_slice(&crc.to_le_bytes());
-    out[24..32].copy_from_slice(KEYLOG_FOOTER_MAGIC);
-    out[32..].copy_from_slice(&KEYLOG_VERSION.to_le_bytes());
-    out
+    encode_sealing_footer(entries, value_end, KEYLOG_FOOTER_MAGIC, KEYLOG_VERSION)
 }
 
-/// Decodes a key-log footer: `(entries, value_end)`, `None` if invalid.
+/// Decodes a key-log footer: `(entries, value_end)`, `None` if invalid
+/// (including any length but `KEYLOG_FOOTER_LEN`).
 pub fn decode_keylog_footer(bytes: &[u8]) -> Option<(u64, u64)> {
-    let mut r = Reader::new(bytes);
-    let mark = r.u32()?;
-    let entries = r.u64()?;
-    let value_end = r.u64()?;
-    let crc = r.u32()?;
-    let magic = r.bytes(8)?;
-    let version = r.u32()?;
-    let ok = mark == FOOTER_MARK
-        && magic == KEYLOG_FOOTER_MAGIC
-        && version == KEYLOG_VERSION
-        && r.is_empty()
-        && unmask_crc(crc) == crc32c::crc32c(bytes.get(..20)?);
-    ok.then_some((entries, value_end))
+    if bytes.len() != KEYLOG_FOOTER_LEN {
+        return None;
+    }
+    decode_sealing_footer(bytes, KEYLOG_FOOTER_MAGIC, KEYLOG_VERSION)
 }
 
 /// Where the next value of `len` bytes starts in a version-2 value file
