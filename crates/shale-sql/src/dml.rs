@@ -13,13 +13,16 @@ use crate::error::{Error, Result};
 use crate::executor::{Executor, Rows};
 use crate::expr::{ident_name, BExpr, Binder, Scope, ScopeCol, SessionFacts};
 use crate::index;
-use crate::select::{Planner, SelectPlan, TableRef};
+use crate::select::{Planner, SelectPlan};
 use crate::types::{coerce, compare, sort_order, DateTime, Datum};
 use shaledb::txn::Txn;
 use sqlparser::ast;
 use std::cmp::Ordering;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
+
+mod target;
+pub use target::TargetPlan;
 
 /// What a DML statement did.
 #[derive(Default, Debug)]
@@ -485,54 +488,6 @@ impl<'a> Dml<'a> {
         Ok(())
     }
 
-    /// A single-table plan for UPDATE/DELETE.
-    fn plan_target(
-        &self,
-        name: &ast::ObjectName,
-        alias: Option<&str>,
-        selection: Option<&ast::Expr>,
-    ) -> Result<(Arc<TableDef>, Scope, SelectPlan)> {
-        let def = self.planner().table(name)?;
-        let alias = alias.unwrap_or(&def.name).to_owned();
-        let scope = table_scope(&def, &alias);
-        let filter = match selection {
-            Some(e) => vec![self.bind(&scope, e)?],
-            None => Vec::new(),
-        };
-        let conj: Vec<&BExpr> = filter.iter().flat_map(|f| f.conjuncts()).collect();
-        let path = crate::access::choose(&def, 0, &conj, self.snapshot);
-        let plan = SelectPlan {
-            tables: vec![TableRef {
-                def: def.clone(),
-                alias,
-                offset: 0,
-                left: false,
-                on: None,
-                path,
-                filters: Vec::new(),
-                virtual_rows: None,
-                hash: None,
-                needed: None,
-            }],
-            width: def.columns.len(),
-            filter,
-            group_by: Vec::new(),
-            aggs: Vec::new(),
-            aggregate: false,
-            having: None,
-            projection: Vec::new(),
-            order_by: Vec::new(),
-            ordered: false,
-            distinct: false,
-            limit: None,
-            offset: 0,
-            lock: None,
-            outer_refs: Vec::new(),
-            unions: Vec::new(),
-        };
-        Ok((def, scope, plan))
-    }
-
     /// Finds the rows a statement targets, locks them, and returns their
     /// latest versions that still match (in ORDER BY order, LIMIT applied).
     pub fn locked_rows(
@@ -647,126 +602,6 @@ impl<'a> Dml<'a> {
             crate::access::KeyRange::Point(key) => Some(key),
             _ => None,
         })
-    }
-
-    fn order_and_limit(
-        &self,
-        scope: &Scope,
-        order_by: &[ast::OrderByExpr],
-        limit: Option<&ast::Expr>,
-    ) -> Result<(OrderBy, Option<u64>)> {
-        let mut order = Vec::new();
-        for o in order_by {
-            order.push((
-                self.bind(scope, &o.expr)?,
-                matches!(o.options.sort, Some(ast::OrderBySort::Desc)),
-            ));
-        }
-        let limit = match limit {
-            Some(e) => {
-                let v = self.eval_const(e)?;
-                Some(
-                    v.to_i128()
-                        .and_then(|n| u64::try_from(n).ok())
-                        .ok_or_else(|| Error::Syntax(format!("bad LIMIT {e}")))?,
-                )
-            }
-            None => None,
-        };
-        Ok((order, limit))
-    }
-
-    fn eval_const(&self, e: &ast::Expr) -> Result<Datum> {
-        let bound = self.bind(&Scope::default(), e)?;
-        match bound {
-            BExpr::Lit(d) => Ok(d),
-            BExpr::Param(i) => self
-                .params
-                .get(i)
-                .cloned()
-                .ok_or_else(|| Error::PlaceholderCount("LIMIT".into())),
-            other => Err(Error::Syntax(format!(
-                "LIMIT must be a constant, not {other:?}"
-            ))),
-        }
-    }
-
-    pub fn update(&self, txn: &mut Txn, u: &ast::Update) -> Result<(u64, u64)> {
-        if !u.table.joins.is_empty() || u.from.is_some() {
-            return Err(Error::Unsupported("multi-table UPDATE".into()));
-        }
-        let ast::TableFactor::Table { name, alias, .. } = &u.table.relation else {
-            return Err(Error::Unsupported("UPDATE of a derived table".into()));
-        };
-        let (def, scope, plan) = self.plan_target(
-            name,
-            alias.as_ref().map(|a| a.name.value.as_str()),
-            u.selection.as_ref(),
-        )?;
-        let mut sets = Vec::new();
-        for a in &u.assignments {
-            sets.push((assignment_column(&def, a)?, self.bind(&scope, &a.value)?));
-        }
-        let (order, limit) = self.order_and_limit(&scope, &u.order_by, u.limit.as_ref())?;
-        let rows = self.locked_rows(txn, &plan, &order, limit, true)?;
-        let (mut matched, mut changed) = (0u64, 0u64);
-        for (i, (key, old)) in rows.into_iter().enumerate() {
-            matched += 1;
-            let mut new = old.clone();
-            // MySQL evaluates SET left to right over the updated row.
-            for (col, e) in &sets {
-                let v = self.eval(txn, e, &new)?;
-                if let Some(slot) = new.get_mut(*col) {
-                    *slot = v;
-                }
-            }
-            let new = self.check_row(&def, new, i as u64 + 1)?;
-            for (p, c) in def.columns.iter().enumerate() {
-                if c.auto_increment {
-                    if let Some(n) = new
-                        .get(p)
-                        .and_then(Datum::to_i128)
-                        .and_then(|n| u64::try_from(n).ok())
-                    {
-                        self.cat.note_autoinc(def.id, n)?;
-                    }
-                }
-            }
-            if rows_equal(&old, &new) {
-                continue;
-            }
-            self.update_row(txn, &def, &key, &old, new)?;
-            changed += 1;
-        }
-        Ok((matched, changed))
-    }
-
-    pub fn delete(&self, txn: &mut Txn, d: &ast::Delete) -> Result<u64> {
-        let from = match &d.from {
-            ast::FromTable::WithFromKeyword(v) | ast::FromTable::WithoutKeyword(v) => v,
-        };
-        let [twj] = from.as_slice() else {
-            return Err(Error::Unsupported("multi-table DELETE".into()));
-        };
-        if !twj.joins.is_empty() || !d.tables.is_empty() || d.using.is_some() {
-            return Err(Error::Unsupported("multi-table DELETE".into()));
-        }
-        let ast::TableFactor::Table { name, alias, .. } = &twj.relation else {
-            return Err(Error::Unsupported("DELETE from a derived table".into()));
-        };
-        let (def, scope, plan) = self.plan_target(
-            name,
-            alias.as_ref().map(|a| a.name.value.as_str()),
-            d.selection.as_ref(),
-        )?;
-        let (order, limit) = self.order_and_limit(&scope, &d.order_by, d.limit.as_ref())?;
-        let rows = self.locked_rows(txn, &plan, &order, limit, true)?;
-        let n = rows.len() as u64;
-        for (key, old) in rows {
-            let pk = key.get(4..).unwrap_or_default().to_vec();
-            self.write_row(txn, &def, Some((&key, &old, &pk)), None)?;
-        }
-        Ok(n)
     }
 }
 

@@ -1,4 +1,5 @@
-//! The plan of a prepared SELECT, kept between its executions.
+//! The plan of a prepared SELECT, UPDATE or DELETE, kept between its
+//! executions.
 //!
 //! Planning a short OLTP query (resolve the tables, bind every name,
 //! choose the access path, build the projection's metadata) costs about
@@ -14,17 +15,20 @@
 //! | the dictionary (tables, indexes)  | `Catalog::plan_epoch`, bumped by every dictionary change |
 //! | the current database              | kept beside the plan, compared            |
 //! | the indexes the snapshot may read | reuse only when the snapshot reads every published index (`Catalog::all_indexes_visible_to`) |
-//! | parameter values                  | never cached: a `?` in LIMIT/OFFSET or a select list |
+//! | parameter values                  | never cached: a `?` in LIMIT/OFFSET (a SELECT's, an UPDATE's or DELETE's) or a select list |
 //! | session state (`@x`, `@@var`, `DATABASE()`, `LAST_INSERT_ID()`, ...), information_schema | never cached |
 //!
 //! The last two rows are decided once, from the statement's syntax, when it
 //! is prepared ([`PlanCache::new`]).
 
 use crate::catalog::Catalog;
+use crate::dml::TargetPlan;
+use crate::error::Result;
 use crate::select::SelectPlan;
 use parking_lot::Mutex;
 use sqlparser::ast::{self, Visit, Visitor};
 use std::ops::ControlFlow;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// Functions whose value the binder folds from the session at plan time.
@@ -51,7 +55,68 @@ pub(crate) struct PlanCache {
 struct Entry {
     epoch: u64,
     database: Option<String>,
-    plan: Arc<SelectPlan>,
+    plan: Cached,
+}
+
+/// A kept plan: a query's, or an UPDATE's or DELETE's.
+#[derive(Debug, Clone)]
+pub(crate) enum Cached {
+    Select(Arc<SelectPlan>),
+    Target(Arc<TargetPlan>),
+}
+
+/// A plan type the cache keeps.
+pub(crate) trait Plan: Sized {
+    fn wrap(plan: Arc<Self>) -> Cached;
+    fn unwrap(cached: Cached) -> Option<Arc<Self>>;
+}
+
+impl Plan for SelectPlan {
+    fn wrap(plan: Arc<Self>) -> Cached {
+        Cached::Select(plan)
+    }
+    fn unwrap(cached: Cached) -> Option<Arc<Self>> {
+        match cached {
+            Cached::Select(p) => Some(p),
+            Cached::Target(_) => None,
+        }
+    }
+}
+
+impl Plan for TargetPlan {
+    fn wrap(plan: Arc<Self>) -> Cached {
+        Cached::Target(plan)
+    }
+    fn unwrap(cached: Cached) -> Option<Arc<Self>> {
+        match cached {
+            Cached::Target(p) => Some(p),
+            Cached::Select(_) => None,
+        }
+    }
+}
+
+/// Where a statement's plan comes from: `cache`'s when it has one for
+/// this dictionary, database and snapshot (counted in `reused`), else
+/// `make`'s, which is then kept for the next execution.
+pub(crate) fn cached_or_planned<P: Plan>(
+    cache: Option<&PlanCache>,
+    (cat, database, snapshot): (&Catalog, Option<&str>, Option<u64>),
+    reused: &AtomicU64,
+    make: impl FnOnce() -> Result<P>,
+) -> Result<Arc<P>> {
+    if let Some(plan) = cache
+        .and_then(|c| c.get(cat, database, snapshot))
+        .and_then(P::unwrap)
+    {
+        reused.fetch_add(1, Ordering::Relaxed);
+        return Ok(plan);
+    }
+    let epoch = cat.plan_epoch();
+    let plan = Arc::new(make()?);
+    if let Some(c) = cache {
+        c.put(cat, epoch, database, snapshot, P::wrap(plan.clone()));
+    }
+    Ok(plan)
 }
 
 impl PlanCache {
@@ -66,12 +131,7 @@ impl PlanCache {
 
     /// The plan made for the same dictionary and database, if any and if
     /// a reader at `snapshot` may use it.
-    pub(crate) fn get(
-        &self,
-        cat: &Catalog,
-        database: Option<&str>,
-        snapshot: Option<u64>,
-    ) -> Option<Arc<SelectPlan>> {
+    fn get(&self, cat: &Catalog, database: Option<&str>, snapshot: Option<u64>) -> Option<Cached> {
         if !self.usable(cat, database, snapshot) {
             return None;
         }
@@ -83,13 +143,13 @@ impl PlanCache {
     /// Keeps `plan`, made at dictionary epoch `epoch` (read before
     /// planning, so a change during planning leaves a stale epoch that
     /// never matches).
-    pub(crate) fn put(
+    fn put(
         &self,
         cat: &Catalog,
         epoch: u64,
         database: Option<&str>,
         snapshot: Option<u64>,
-        plan: Arc<SelectPlan>,
+        plan: Cached,
     ) {
         if !self.usable(cat, database, snapshot) {
             return;
@@ -111,12 +171,17 @@ impl PlanCache {
     }
 }
 
-/// A query whose plan does not depend on parameter values or session state.
+/// A query, UPDATE or DELETE whose plan does not depend on parameter
+/// values or session state.
 fn cacheable(stmt: &ast::Statement) -> bool {
-    let ast::Statement::Query(q) = stmt else {
-        return false;
+    let limit = match stmt {
+        ast::Statement::Query(_) => None,
+        ast::Statement::Update(u) => u.limit.as_ref(),
+        ast::Statement::Delete(d) => d.limit.as_ref(),
+        _ => return false,
     };
-    q.visit(&mut Check).is_continue()
+    // UPDATE's and DELETE's LIMIT is read when the statement is planned.
+    !limit.is_some_and(has_placeholder) && stmt.visit(&mut Check).is_continue()
 }
 
 struct Check;
@@ -222,6 +287,22 @@ mod tests {
         assert!(!check("SELECT DATABASE()"));
         assert!(!check("SELECT c FROM t WHERE id = LAST_INSERT_ID()"));
         assert!(!check("SELECT * FROM information_schema.tables"));
-        assert!(!check("UPDATE t SET c = 1 WHERE id = ?1"));
+        assert!(check("UPDATE t SET c = ?2 WHERE id = ?1"));
+        assert!(check(
+            "UPDATE t SET k = k + 1 WHERE id = ?1 ORDER BY id LIMIT 3"
+        ));
+        assert!(check("DELETE FROM t WHERE id = ?1"));
+        assert!(check(
+            "DELETE FROM t WHERE id IN (SELECT id FROM u WHERE a = ?1)"
+        ));
+        assert!(!check("UPDATE t SET c = 1 WHERE id = ?1 LIMIT ?2"));
+        assert!(!check("DELETE FROM t WHERE id > ?1 LIMIT ?2"));
+        assert!(!check("UPDATE t SET c = @x WHERE id = ?1"));
+        assert!(!check("UPDATE t SET c = USER() WHERE id = ?1"));
+        assert!(!check("DELETE FROM t WHERE a = DATABASE()"));
+        assert!(!check(
+            "DELETE FROM t WHERE a IN (SELECT b FROM u LIMIT ?1)"
+        ));
+        assert!(!check("INSERT INTO t VALUES (?1)"));
     }
 }

@@ -15,7 +15,7 @@ use crate::error::{Error, Result};
 use crate::executor::Executor;
 use crate::expr::{ident_name, SessionFacts};
 use crate::output::{ColumnMeta, Output};
-use crate::plan_cache::PlanCache;
+use crate::plan_cache::{cached_or_planned, PlanCache};
 use crate::result::ResultSink;
 use crate::select::{LockKind, Planner, SelectPlan};
 use crate::show;
@@ -556,8 +556,9 @@ impl Session {
             return Err(Error::PlaceholderCount("mysqld_stmt_execute".into()));
         }
         match stmt.stmt.as_ref() {
-            // A query may run the plan its last execution made.
-            q @ Statement::Query(_) => {
+            // A query, UPDATE or DELETE may run the plan its last
+            // execution made.
+            q @ (Statement::Query(_) | Statement::Update(_) | Statement::Delete(_)) => {
                 self.row_statement(q, params, sink, Some(&stmt.plan), None, None)
             }
             other => self.dispatch(other, params, sink, None),
@@ -1464,23 +1465,13 @@ fn run_row_statement(
         interrupt,
         snapshot,
     };
+    // What a kept plan must have been made for (plan_cache.rs).
+    let keyed = (cat, facts.database.as_deref(), snapshot);
     match stmt {
         Statement::Query(q) => {
-            let db = facts.database.as_deref();
-            let plan = match plan_cache.and_then(|c| c.get(cat, db, snapshot)) {
-                Some(plan) => {
-                    shared.plans_reused.fetch_add(1, Ordering::Relaxed);
-                    plan
-                }
-                None => {
-                    let epoch = cat.plan_epoch();
-                    let plan = Arc::new(planner.plan_query(q)?);
-                    if let Some(c) = plan_cache {
-                        c.put(cat, epoch, db, snapshot, plan.clone());
-                    }
-                    plan
-                }
-            };
+            let plan = cached_or_planned(plan_cache, keyed, &shared.plans_reused, || {
+                planner.plan_query(q)
+            })?;
             let locked = match plan.lock {
                 Some(kind) if plan.tables.len() == 1 && plan.unions.is_empty() => {
                     // Lock the rows first, then answer from their latest versions.
@@ -1528,32 +1519,20 @@ fn run_row_statement(
             ))
         }
         Statement::Update(u) => {
-            let (_, changed) = dml.update(txn, u)?;
-            let t = match &u.table.relation {
-                ast::TableFactor::Table { name, .. } => planner.table(name).ok(),
-                _ => None,
-            };
-            Ok((
-                Output::affected(changed),
-                t.map(|d| vec![(d.id, d.index_generation)])
-                    .unwrap_or_default(),
-            ))
+            let tp = cached_or_planned(plan_cache, keyed, &shared.plans_reused, || {
+                dml.plan_update(u)
+            })?;
+            let (_, changed) = dml.run_update(txn, &tp)?;
+            let wrote = vec![(tp.def.id, tp.def.index_generation)];
+            Ok((Output::affected(changed), wrote))
         }
         Statement::Delete(d) => {
-            let n = dml.delete(txn, d)?;
-            let t = match &d.from {
-                ast::FromTable::WithFromKeyword(v) | ast::FromTable::WithoutKeyword(v) => {
-                    match v.first().map(|t| &t.relation) {
-                        Some(ast::TableFactor::Table { name, .. }) => planner.table(name).ok(),
-                        _ => None,
-                    }
-                }
-            };
-            Ok((
-                Output::affected(n),
-                t.map(|d| vec![(d.id, d.index_generation)])
-                    .unwrap_or_default(),
-            ))
+            let tp = cached_or_planned(plan_cache, keyed, &shared.plans_reused, || {
+                dml.plan_delete(d)
+            })?;
+            let n = dml.run_delete(txn, &tp)?;
+            let wrote = vec![(tp.def.id, tp.def.index_generation)];
+            Ok((Output::affected(n), wrote))
         }
         _ => Err(Error::Unsupported(first_words(&stmt.to_string()))),
     }

@@ -133,3 +133,84 @@ fn an_older_snapshot_plans_without_indexes_published_after_it() {
     );
     assert_eq!(db.plans_reused(), before + 1);
 }
+
+fn affected(s: &mut Session, p: &PreparedStatement, params: &[Datum]) -> u64 {
+    match s.execute_prepared(p, params).unwrap() {
+        Output::Affected { rows, .. } => rows,
+        other => panic!("{other:?}"),
+    }
+}
+
+fn query(s: &mut Session, sql: &str) -> Vec<Vec<Datum>> {
+    match s.execute(sql).unwrap() {
+        Output::Rows { rows, .. } => rows,
+        other => panic!("{other:?}"),
+    }
+}
+
+/// A prepared UPDATE or DELETE keeps its plan too (sysbench's write
+/// statements), with each execution's parameters; a dictionary change,
+/// here a new index, makes it plan again, so the index is maintained.
+#[test]
+fn prepared_updates_and_deletes_reuse_their_plan_and_maintain_a_new_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path());
+    let mut s = db.session();
+    setup(&mut s);
+    let upd = s.prepare("UPDATE t SET c = c + ? WHERE id = ?").unwrap();
+    let del = s.prepare("DELETE FROM t WHERE id = ?").unwrap();
+    let before = db.plans_reused();
+    assert_eq!(affected(&mut s, &upd, &[Datum::Int(10), Datum::Int(1)]), 1);
+    assert_eq!(affected(&mut s, &upd, &[Datum::Int(20), Datum::Int(2)]), 1);
+    assert_eq!(affected(&mut s, &upd, &[Datum::Int(1), Datum::Int(99)]), 0);
+    assert_eq!(affected(&mut s, &del, &[Datum::Int(5)]), 1);
+    assert_eq!(affected(&mut s, &del, &[Datum::Int(5)]), 0);
+    assert_eq!(db.plans_reused(), before + 3, "planned once each");
+    assert_eq!(
+        query(&mut s, "SELECT id, c FROM t"),
+        [(1, 111), (2, 122), (3, 103), (4, 104)]
+            .map(|(i, c)| vec![Datum::Int(i), Datum::Int(c)])
+            .to_vec()
+    );
+
+    // Another database: its own table.
+    s.execute("USE b").unwrap();
+    assert_eq!(affected(&mut s, &upd, &[Datum::Int(1), Datum::Int(1)]), 1);
+    assert_eq!(
+        query(&mut s, "SELECT c FROM t WHERE id = 1"),
+        vec![vec![Datum::Int(202)]]
+    );
+    s.execute("USE a").unwrap();
+
+    // A new index on c: the next UPDATE must write its entries.
+    s.execute("CREATE INDEX ic ON t (c)").unwrap();
+    let reused = db.plans_reused();
+    assert_eq!(affected(&mut s, &upd, &[Datum::Int(400), Datum::Int(3)]), 1);
+    assert_eq!(
+        db.plans_reused(),
+        reused,
+        "the dictionary changed: planned anew"
+    );
+    assert_eq!(affected(&mut s, &upd, &[Datum::Int(1), Datum::Int(3)]), 1);
+    assert_eq!(db.plans_reused(), reused + 1);
+    let by_index = s.prepare("SELECT id FROM t WHERE c = ?").unwrap();
+    assert_eq!(
+        run(&mut s, &by_index, &[Datum::Int(504)]),
+        vec![vec![Datum::Int(3)]]
+    );
+    assert!(run(&mut s, &by_index, &[Datum::Int(103)]).is_empty());
+    assert_eq!(affected(&mut s, &del, &[Datum::Int(3)]), 1);
+    assert!(run(&mut s, &by_index, &[Datum::Int(504)]).is_empty());
+    let msgs: Vec<String> = query(&mut s, "CHECK TABLE t")
+        .iter()
+        .map(|r| r[3].to_text().unwrap())
+        .collect();
+    assert_eq!(msgs, ["OK"], "every index entry matches a row");
+
+    // A LIMIT read from a parameter is planned per execution.
+    let limited = s.prepare("DELETE FROM t ORDER BY id LIMIT ?").unwrap();
+    let reused = db.plans_reused();
+    assert_eq!(affected(&mut s, &limited, &[Datum::Int(1)]), 1);
+    assert_eq!(affected(&mut s, &limited, &[Datum::Int(5)]), 2);
+    assert_eq!(db.plans_reused(), reused);
+}
