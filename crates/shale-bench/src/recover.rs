@@ -191,14 +191,12 @@ fn timed_reopen(
     let seconds = (now_micros().saturating_sub(t0) as f64 * 1e-6).max(1e-6);
 
     // Verify each thread's last write and a random sample.
-    let (mut key, mut scratch) = (Vec::new(), Vec::new());
+    let mut key = Vec::new();
     let mut check = |w: Writer| -> Result<()> {
         ks.key(w, &mut key);
         let mut ok = None;
         engine
-            .get(&key, &mut |v| {
-                ok = Some(ks.value_matches(&key, v, &mut scratch))
-            })
+            .get(&key, &mut |v| ok = Some(ks.value_matches(&key, v)))
             .map_err(Error::engine("get"))?;
         match ok {
             Some(true) => Ok(()),

@@ -324,6 +324,11 @@ fn damaged_value_file(v1: bool, second: usize, flip: usize) {
         }
         other => panic!("expected corruption, got {other:?}"),
     }
+    // A reused buffer is not left holding the damaged value.
+    let mut buf = b"an earlier value".to_vec();
+    let err = db.get_into(&ReadOptions::default(), 0, b"b", &mut buf);
+    assert!(err.unwrap_err().is_corruption());
+    assert!(buf.is_empty(), "{} bytes left in the buffer", buf.len());
     let mut it = db.iter(&ReadOptions::default()).unwrap();
     it.seek_to_first().unwrap();
     assert_eq!(it.key(), b"a");

@@ -90,3 +90,41 @@ fn repeated_and_concurrent_scans_hit_and_values_stay_right() {
         "a new cache per open"
     );
 }
+
+/// `get_into` reuses the caller's buffer (the value is copied from the
+/// cache entry, or read straight into it without a cache): one buffer read
+/// into for values longer and shorter than what it held, an inline value
+/// and a missing key, twice (the second pass hits the cache), holds exactly
+/// each value every time.
+#[test]
+fn get_into_one_buffer_holds_each_value_with_and_without_the_cache() {
+    for cache in [0, 4 << 20] {
+        let fs = Arc::new(MemFs::new());
+        let db = Db::open("/db", opts(&fs, cache)).unwrap();
+        let mut want: Vec<(Vec<u8>, Option<Vec<u8>>)> =
+            (0..40).map(|i| (key(i), Some(big(i, 0)))).collect();
+        want.push((b"page".to_vec(), Some(vec![7u8; 4096])));
+        want.push((b"pages".to_vec(), Some(vec![9u8; 8192])));
+        want.push((b"inline".to_vec(), Some(b"short".to_vec())));
+        for (k, v) in &want {
+            db.put(k, v.as_ref().unwrap()).unwrap();
+        }
+        want.push((b"missing".to_vec(), None));
+        // Long and short values alternate.
+        want.sort_by_key(|(k, _)| k.len() % 3);
+        let mut buf = b"stale bytes of an earlier read".to_vec();
+        for pass in 0..2 {
+            for (k, v) in &want {
+                let found = db
+                    .get_into(&ReadOptions::default(), 0, k, &mut buf)
+                    .unwrap();
+                match v {
+                    Some(v) => assert!(found && &buf == v, "pass {pass}, key {k:?}"),
+                    None => assert!(!found && buf.is_empty(), "pass {pass}, key {k:?}"),
+                }
+            }
+        }
+        let hits = prop(&db, "shale.blob-cache-hits");
+        assert_eq!(hits > 0, cache > 0, "cache {cache}: {hits} hits");
+    }
+}

@@ -180,28 +180,57 @@ impl KeySpace {
         })
     }
 
-    /// Writes the value of `key` into `out` (resized to `value_size`).
-    pub fn value(&self, key: &[u8], out: &mut Vec<u8>) {
+    /// The stream state a key's value starts from: its first 8 bytes, big-endian.
+    fn value_seed(key: &[u8]) -> u64 {
         let mut prefix = [0u8; 8];
         for (d, s) in prefix.iter_mut().zip(key) {
             *d = *s;
         }
-        let mut state = u64::from_be_bytes(prefix);
-        out.clear();
-        while out.len() < self.value_size {
-            state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-            let word = mix64(state).to_le_bytes();
-            let take = (self.value_size - out.len()).min(8);
-            out.extend_from_slice(word.get(..take).unwrap_or_default());
-        }
+        u64::from_be_bytes(prefix)
     }
 
-    /// Whether `value` is the value of `key`; `scratch` is reused between calls.
-    pub fn value_matches(&self, key: &[u8], value: &[u8], scratch: &mut Vec<u8>) -> bool {
-        self.value(key, scratch);
-        scratch.as_slice() == value
+    /// Writes the value of `key` into `out` (resized to `value_size`): word `i` is
+    /// `mix64(seed + (i + 1) * GOLDEN)` in little-endian, the last word cut to fit. Filled
+    /// word by word in place (not appended), so the loop compiles to straight stores: the
+    /// benchmark's own CPU per put is CPU the engine does not get on a small machine.
+    pub fn value(&self, key: &[u8], out: &mut Vec<u8>) {
+        out.clear();
+        out.resize(self.value_size, 0);
+        let mut state = Self::value_seed(key);
+        let mut words = out.chunks_exact_mut(8);
+        for w in &mut words {
+            state = state.wrapping_add(GOLDEN);
+            w.copy_from_slice(&mix64(state).to_le_bytes());
+        }
+        let tail = words.into_remainder();
+        state = state.wrapping_add(GOLDEN);
+        let last = mix64(state).to_le_bytes();
+        tail.copy_from_slice(last.get(..tail.len()).unwrap_or_default());
+    }
+
+    /// Whether `value` is the value of `key`, compared word by word as it is generated
+    /// (no copy of the expected value).
+    pub fn value_matches(&self, key: &[u8], value: &[u8]) -> bool {
+        if value.len() != self.value_size {
+            return false;
+        }
+        let mut state = Self::value_seed(key);
+        let mut words = value.chunks_exact(8);
+        let mut same = true;
+        for w in &mut words {
+            state = state.wrapping_add(GOLDEN);
+            // No early exit: a branch per word costs more than the rare mismatch saves.
+            same &= w == mix64(state).to_le_bytes();
+        }
+        let tail = words.remainder();
+        state = state.wrapping_add(GOLDEN);
+        let last = mix64(state).to_le_bytes();
+        same && Some(tail) == last.get(..tail.len())
     }
 }
+
+/// The SplitMix64 stream increment (2^64 / golden ratio).
+const GOLDEN: u64 = 0x9e37_79b9_7f4a_7c15;
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::indexing_slicing)]
@@ -252,7 +281,7 @@ mod tests {
     #[test]
     fn values_depend_on_the_key_only() {
         let ks = KeySpace::new(1, 10, 8, 4096, 1).unwrap();
-        let (mut a, mut b, mut k1, mut k2) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let (mut a, mut k1, mut k2) = (Vec::new(), Vec::new(), Vec::new());
         ks.key(
             Writer {
                 domain: 0,
@@ -271,16 +300,64 @@ mod tests {
         );
         ks.value(&k1, &mut a);
         assert_eq!(a.len(), 4096);
-        assert!(ks.value_matches(&k1, &a, &mut b));
-        assert!(!ks.value_matches(&k2, &a, &mut b));
+        assert!(ks.value_matches(&k1, &a));
+        assert!(!ks.value_matches(&k2, &a));
         let mut bad = a.clone();
         bad[4095] ^= 1;
-        assert!(!ks.value_matches(&k1, &bad, &mut b));
-        assert!(!ks.value_matches(&k1, &a[..4095], &mut b));
+        assert!(!ks.value_matches(&k1, &bad));
+        assert!(!ks.value_matches(&k1, &a[..4095]));
         // Odd sizes are cut from the last word.
         let odd = KeySpace::new(1, 1, 8, 13, 1).unwrap();
         odd.value(&k1, &mut a);
         assert_eq!(a.len(), 13);
+    }
+
+    /// The value as first defined (appended word by word): `value` must produce the same
+    /// bytes, and `value_matches` accept exactly them, for any size (a stream change would
+    /// only show as verify failures of a run mixing binaries).
+    fn value_as_defined(key: &[u8], size: usize) -> Vec<u8> {
+        let mut prefix = [0u8; 8];
+        for (d, s) in prefix.iter_mut().zip(key) {
+            *d = *s;
+        }
+        let mut state = u64::from_be_bytes(prefix);
+        let mut out = Vec::new();
+        while out.len() < size {
+            state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            let word = mix64(state).to_le_bytes();
+            let take = (size - out.len()).min(8);
+            out.extend_from_slice(&word[..take]);
+        }
+        out
+    }
+
+    #[test]
+    fn values_are_the_defined_stream_and_any_changed_byte_fails_the_match() {
+        let mut v = vec![1u8; 9]; // longer than some sizes below: `value` must cut it
+        for size in (0..=33).chain([4095, 4096, 4100]) {
+            let ks = KeySpace::new(1, 4, 8, size, 1).unwrap();
+            for key in [
+                &b"k\x00\x01\x02\x03\x04\x05\x06pad"[..],
+                b"12345678",
+                b"\xff",
+            ] {
+                let want = value_as_defined(key, size);
+                ks.value(key, &mut v);
+                assert_eq!(v, want, "size {size}, key {key:?}");
+                assert!(ks.value_matches(key, &want), "size {size}");
+                for at in [0, size / 2, size.saturating_sub(1)]
+                    .into_iter()
+                    .filter(|&i| i < size)
+                {
+                    let mut bad = want.clone();
+                    bad[at] ^= 0x80;
+                    assert!(!ks.value_matches(key, &bad), "size {size}, byte {at}");
+                }
+                let mut long = want.clone();
+                long.push(0);
+                assert!(!ks.value_matches(key, &long), "size {size}: one byte more");
+            }
+        }
     }
 
     #[test]

@@ -145,7 +145,7 @@ pub(crate) fn run_contest(
     let read = run_parallel(shape.threads, flags, &|tid, st| {
         let owner = ((tid + 1) % shape.threads) as u64;
         let order = Permutation::new(ks.per_thread, seed_base as u64 ^ tid as u64);
-        let (mut key, mut scratch) = (Vec::new(), Vec::new());
+        let mut key = Vec::new();
         let mut bytes = 0u64;
         for i in 0..ks.per_thread {
             let w = Writer {
@@ -158,7 +158,7 @@ pub(crate) fn run_contest(
             engine
                 .get(&key, &mut |v| {
                     bytes += (key.len() + v.len()) as u64;
-                    ok = Some(ks.value_matches(&key, v, &mut scratch));
+                    ok = Some(ks.value_matches(&key, v));
                 })
                 .map_err(Error::engine("get"))?;
             match ok {

@@ -120,7 +120,7 @@ impl fmt::Display for VerifyFailure {
 /// Checks that the first `acked[d][t]` writes of every domain `d` and thread `t` read back
 /// exactly with gets. Returns the number of keys checked.
 pub fn check_acked_gets(engine: &dyn KvEngine, ks: &KeySpace, acked: &[Vec<u64>]) -> Result<u64> {
-    let (mut key, mut scratch) = (Vec::new(), Vec::new());
+    let mut key = Vec::new();
     let mut checked = 0;
     for (domain, threads) in (0u64..).zip(acked) {
         for (thread, &n) in (0u64..).zip(threads) {
@@ -133,9 +133,7 @@ pub fn check_acked_gets(engine: &dyn KvEngine, ks: &KeySpace, acked: &[Vec<u64>]
                 ks.key(w, &mut key);
                 let mut ok = None;
                 engine
-                    .get(&key, &mut |v| {
-                        ok = Some(ks.value_matches(&key, v, &mut scratch))
-                    })
+                    .get(&key, &mut |v| ok = Some(ks.value_matches(&key, v)))
                     .map_err(Error::engine("get"))?;
                 match ok {
                     None => return Err(VerifyFailure::Missing(w).into()),
@@ -179,7 +177,6 @@ pub fn scan_verify(
         ..ScanTally::default()
     };
     let mut prev: Vec<u8> = Vec::new();
-    let mut scratch = Vec::new();
     let mut it = engine
         .cursor(CursorStart::First)
         .map_err(Error::engine("iterate"))?;
@@ -199,7 +196,7 @@ pub fn scan_verify(
             Some(c) if w.domain < domains => c,
             _ => return Err(foreign().into()),
         };
-        if !ks.value_matches(key, value, &mut scratch) {
+        if !ks.value_matches(key, value) {
             return Err(VerifyFailure::WrongValue {
                 writer: w,
                 scan: true,

@@ -8,21 +8,24 @@ use crate::error::{Error, Result};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-/// Resolves the BlobIndex `index` (the LSM value) of `key` in column
-/// family `cf` to the value. Damage of any kind is `Error::Corruption`
-/// naming the file and offset.
-pub(crate) fn read_value(
+/// Resolves the BlobIndex in `value` (the LSM value) of `key` in column
+/// family `cf`: on return `value` holds the value. The buffer is reused, so
+/// a get into a buffer with room allocates nothing for the value on a cache
+/// hit, and (without a value cache) reads a version-2 value straight into
+/// it. Damage of any kind is `Error::Corruption` naming the file and
+/// offset; `value` is then empty.
+pub(crate) fn read_value_into(
     files: &FileView,
     dir: &Path,
     cf: u32,
     key: &[u8],
-    index: &[u8],
-) -> Result<Vec<u8>> {
-    let idx = BlobIndex::decode(index).ok_or_else(|| {
+    value: &mut Vec<u8>,
+) -> Result<()> {
+    let idx = BlobIndex::decode(value).ok_or_else(|| {
         Error::corruption(
             dir,
             0,
-            format!("malformed BlobIndex of {} bytes", index.len()),
+            format!("malformed BlobIndex of {} bytes", value.len()),
         )
     })?;
     let Some(file) = files.get(idx.file) else {
@@ -32,7 +35,13 @@ pub(crate) fn read_value(
             "value file missing",
         ));
     };
-    read_in_file(file, cf, key, &idx)
+    let read = read_in_file(file, cf, key, &idx, value);
+    if read.is_err() {
+        // An uncached read fills `value` before checking it: a caller's
+        // buffer must not be left holding damaged bytes.
+        value.clear();
+    }
+    read
 }
 
 /// False if the record (version 1) or value (version 2) a BlobIndex of
@@ -60,13 +69,17 @@ pub(crate) fn record_in_bounds(files: &FileSet, key: &[u8], index: &[u8]) -> boo
 /// record that passed its checks, under (file number, offset): value files
 /// are immutable and their numbers never reused, so an entry is never
 /// stale; the key and length are compared again on every use, so a
-/// BlobIndex pointing at another key's record still fails.
-fn read_in_file(file: &BlobFile, cf: u32, key: &[u8], idx: &BlobIndex) -> Result<Vec<u8>> {
+/// BlobIndex pointing at another key's record still fails. The value is
+/// copied from the entry into `out` (its capacity reused).
+fn read_in_file(
+    file: &BlobFile,
+    cf: u32,
+    key: &[u8],
+    idx: &BlobIndex,
+    out: &mut Vec<u8>,
+) -> Result<()> {
     let Some(cache) = &file.cache else {
-        return read_record(file, cf, key, idx).map(|mut kv| {
-            kv.drain(..key.len());
-            kv
-        });
+        return read_uncached(file, cf, key, idx, out);
     };
     let entry = cache.get_or_read(file.number, idx.offset, || read_record(file, cf, key, idx))?;
     let c = entry.contents();
@@ -77,7 +90,55 @@ fn read_in_file(file: &BlobFile, cf: u32, key: &[u8], idx: &BlobIndex) -> Result
             "record holds another key",
         ));
     }
-    Ok(c.get(key.len()..).unwrap_or_default().to_vec())
+    out.clear();
+    out.extend_from_slice(c.get(key.len()..).unwrap_or_default());
+    Ok(())
+}
+
+/// Without a value cache: a version-2 value of a file not being staged is
+/// read straight into `out` and checked there (no `key || value` buffer,
+/// no copy); the rest goes through [`read_record`]. On an error `out` may
+/// hold anything ([`read_value_into`] empties it).
+fn read_uncached(
+    file: &BlobFile,
+    cf: u32,
+    key: &[u8],
+    idx: &BlobIndex,
+    out: &mut Vec<u8>,
+) -> Result<()> {
+    let bad = |reason: &str| Error::corruption(&file.path, idx.offset, reason.to_string());
+    let (Some(crc), None) = (idx.crc, file.stage_view()) else {
+        let kv = read_record(file, cf, key, idx)?;
+        out.clear();
+        out.extend_from_slice(kv.get(key.len()..).unwrap_or_default());
+        return Ok(());
+    };
+    if file.version != format::VERSION_2 {
+        return Err(bad("BlobIndex version differs from its value file's"));
+    }
+    let len = usize::try_from(idx.value_len).map_err(|_| bad("BlobIndex length overflows"))?;
+    out.clear();
+    out.resize(len, 0);
+    file.file
+        .read_exact_at(idx.offset, out)
+        .map_err(|e| eof_is_damage(e, bad))?;
+    if format::value_crc(cf, key, out) != crc {
+        return Err(bad(
+            "value fails the BlobIndex checksum (damaged, or another key's value)",
+        ));
+    }
+    Ok(())
+}
+
+/// A read that ran past the end of a value file is damage (the index
+/// points beyond what was written), not an I/O error.
+fn eof_is_damage(e: Error, bad: impl Fn(&str) -> Error) -> Error {
+    match e {
+        Error::Io { source, .. } if source.kind() == std::io::ErrorKind::UnexpectedEof => {
+            bad("record extends past the end of the value file")
+        }
+        other => other,
+    }
 }
 
 /// Reads and checks the value `idx` of `key` in `cf`: returns `key || value`.
@@ -107,12 +168,7 @@ pub(super) fn read_record(
     let mut buf = vec![0u8; head + len];
     file.file
         .read_exact_at(idx.offset, buf.get_mut(head..).unwrap_or_default())
-        .map_err(|e| match e {
-            Error::Io { source, .. } if source.kind() == std::io::ErrorKind::UnexpectedEof => {
-                bad("record extends past the end of the value file")
-            }
-            other => other,
-        })?;
+        .map_err(|e| eof_is_damage(e, bad))?;
     check_read(file, (cf, key), idx, buf)
 }
 

@@ -552,12 +552,12 @@ impl DbIterator {
     /// Replaces a BlobIndex in `value` by the value it points at.
     fn resolve_value(&mut self) -> Result<()> {
         if self.value_is_blob && self.resolve_blobs {
-            self.value = crate::blob::reader::read_value(
+            crate::blob::reader::read_value_into(
                 &self.blobs,
                 &self._db.dir,
                 self.cf,
                 &self.key,
-                &self.value,
+                &mut self.value,
             )?;
             self.value_is_blob = false;
         }

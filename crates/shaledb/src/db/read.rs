@@ -77,7 +77,7 @@ pub(crate) fn get_into(
         let (hit, max_tomb) = newest_in_cf(cfs, key, snapshot, value)?;
         match hit.and_then(|h| resolve(h, max_tomb)) {
             Some(ValueKind::BlobIndex) => {
-                *value = crate::blob::reader::read_value(&files, &inner.dir, cf, key, value)?;
+                crate::blob::reader::read_value_into(&files, &inner.dir, cf, key, value)?;
                 Ok(true)
             }
             Some(_) => Ok(true),
@@ -122,7 +122,7 @@ pub(crate) fn get_newest(
         }
         match hit.and_then(|h| resolve(h, max_tomb)) {
             Some(ValueKind::BlobIndex) => {
-                *value = crate::blob::reader::read_value(&files, &inner.dir, cf, key, value)?;
+                crate::blob::reader::read_value_into(&files, &inner.dir, cf, key, value)?;
                 Ok((newest, true))
             }
             Some(_) => Ok((newest, true)),
