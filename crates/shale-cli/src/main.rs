@@ -24,6 +24,7 @@
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+mod allocator;
 mod codec;
 mod load;
 mod open;
@@ -163,6 +164,7 @@ enum CliError {
 }
 
 fn main() -> ExitCode {
+    allocator::configure();
     let cli = Cli::parse();
     match run(cli) {
         Ok(code) => code,
