@@ -14,6 +14,9 @@
 //! statement that reads or writes rows and exclusively by DDL, so a
 //! statement sees one table definition from start to end.
 
+mod autoinc;
+pub use autoinc::Claim;
+
 use crate::error::{Error, Result};
 use crate::rowcodec;
 use crate::types::{coerce, Datum, SqlType};
@@ -324,16 +327,6 @@ struct CatalogState {
     tables: HashMap<(String, String), Arc<TableDef>, foldhash::fast::RandomState>,
 }
 
-#[derive(Default, Clone, Copy)]
-struct AutoInc {
-    next: u64,
-    /// Values below this are covered by the persisted high-water mark.
-    reserved: u64,
-}
-
-/// How many auto-increment values one dictionary write reserves.
-const AUTOINC_BATCH: u64 = 1024;
-
 /// The dictionary and its cache.
 pub struct Catalog {
     db: Db,
@@ -344,7 +337,8 @@ pub struct Catalog {
     /// Held shared by row statements, exclusively by DDL.
     pub schema: RwLock<()>,
     next_id: Mutex<u64>,
-    autoinc: Mutex<HashMap<u32, AutoInc, foldhash::fast::RandomState>>,
+    /// Auto-increment counters and pending claims (catalog/autoinc.rs).
+    autoinc: Mutex<autoinc::AutoIncState>,
     write_options: RwLock<WriteOptions>,
     /// Rows to bring to their table's current schema version, and the
     /// sweep that retires unused versions (schema_upgrade.rs).
@@ -380,7 +374,7 @@ impl Catalog {
             ddl: Mutex::new(()),
             schema: RwLock::new(()),
             next_id: Mutex::new(1),
-            autoinc: Mutex::new(HashMap::default()),
+            autoinc: Mutex::new(autoinc::AutoIncState::default()),
             write_options: RwLock::new(WriteOptions::default()),
             upgrade: Arc::default(),
             plan_epoch: AtomicU64::new(0),
@@ -679,7 +673,7 @@ impl Catalog {
         self.commit(b, |s| {
             s.tables.remove(&(def.db.clone(), def.name.clone()));
         })?;
-        self.autoinc.lock().remove(&def.id);
+        self.forget_autoinc(def.id);
         for ix in &def.indexes {
             self.reclaim(ix.id)?;
         }
@@ -714,75 +708,6 @@ impl Catalog {
             .values()
             .find(|t| t.id == table_id)
             .map(|t| t.index_generation)
-    }
-
-    /// Resets a table's auto-increment counter (TRUNCATE), in `batch`.
-    pub fn reset_autoinc(&self, table_id: u32, batch: &mut WriteBatch) {
-        batch.delete_cf(self.dict_cf, &autoinc_key(table_id));
-        self.autoinc.lock().remove(&table_id);
-    }
-
-    fn autoinc_state(
-        &self,
-        map: &HashMap<u32, AutoInc, foldhash::fast::RandomState>,
-        table_id: u32,
-    ) -> Result<AutoInc> {
-        if let Some(a) = map.get(&table_id) {
-            return Ok(*a);
-        }
-        let persisted = match self.db.get_cf(self.dict_cf, &autoinc_key(table_id))? {
-            Some(v) => unframe::<Counter>(&v, "auto-increment counter")?.value,
-            None => 1,
-        };
-        Ok(AutoInc {
-            next: persisted,
-            reserved: persisted,
-        })
-    }
-
-    /// Hands out the next auto-increment value of a table. The persisted
-    /// high-water mark is written (through the WAL, before any row that
-    /// uses the value) whenever the handed-out values pass it, so a value
-    /// is never handed out twice, even after kill -9. The map's mutex is
-    /// held throughout, so concurrent sessions get distinct values.
-    pub fn next_autoinc(&self, table_id: u32) -> Result<u64> {
-        let mut map = self.autoinc.lock();
-        let mut a = self.autoinc_state(&map, table_id)?;
-        let v = a.next;
-        a.next = v
-            .checked_add(1)
-            .ok_or_else(|| Error::OutOfRange("auto_increment".into(), 0))?;
-        self.reserve(&mut a, table_id)?;
-        map.insert(table_id, a);
-        Ok(v)
-    }
-
-    /// An explicit value `v` was inserted: later values start above it.
-    pub fn note_autoinc(&self, table_id: u32, v: u64) -> Result<()> {
-        let mut map = self.autoinc.lock();
-        let mut a = self.autoinc_state(&map, table_id)?;
-        if v >= a.next {
-            a.next = v.saturating_add(1);
-            self.reserve(&mut a, table_id)?;
-        }
-        // Kept even when unchanged: an explicit id below the counter (every
-        // INSERT of sysbench's write_only) otherwise read the persisted
-        // counter from the dictionary again each time.
-        map.insert(table_id, a);
-        Ok(())
-    }
-
-    fn reserve(&self, a: &mut AutoInc, table_id: u32) -> Result<()> {
-        if a.next > a.reserved {
-            let reserved = a.next.saturating_add(AUTOINC_BATCH);
-            self.db.put_cf(
-                self.dict_cf,
-                &autoinc_key(table_id),
-                &frame(&Counter { value: reserved }),
-            )?;
-            a.reserved = reserved;
-        }
-        Ok(())
     }
 }
 

@@ -907,6 +907,14 @@ impl Ddl<'_> {
         if primary {
             return Err(Error::Unsupported("MODIFY COLUMN ... PRIMARY KEY".into()));
         }
+        if col.auto_increment && !cur.auto_increment {
+            // The existing rows' values were never noted by the counter,
+            // which generated keys rely on (catalog/autoinc.rs); MySQL
+            // would scan for the largest value first.
+            return Err(Error::Unsupported(
+                "MODIFY/CHANGE COLUMN adding AUTO_INCREMENT to an existing column".into(),
+            ));
+        }
         if !cur.ty.widens_to(&col.ty) {
             return Err(Error::Unsupported(format!(
                 "changing {} from {} to {} (not instant: only widening is supported)",
@@ -921,7 +929,6 @@ impl Ddl<'_> {
             ));
         }
         col.instant_default = cur.instant_default.clone();
-        col.auto_increment |= cur.auto_increment && col.auto_increment;
         if let Some(position) = pos {
             def.columns.remove(p);
             let at = match position {

@@ -8,7 +8,7 @@
 //! Uniqueness: a row's primary key and each unique secondary entry are
 //! single keys, locked before they are written.
 
-use crate::catalog::{Catalog, TableDef};
+use crate::catalog::{Catalog, Claim, TableDef};
 use crate::error::{Error, Result};
 use crate::executor::{Executor, Rows};
 use crate::expr::{ident_name, BExpr, Binder, Scope, ScopeCol, SessionFacts};
@@ -33,7 +33,6 @@ pub struct DmlResult {
 }
 
 /// How an INSERT treats a row that collides with an existing one.
-#[derive(Clone, Copy)]
 struct InsertMode<'a> {
     /// REPLACE: delete the old row(s), insert the new one.
     replace: bool,
@@ -41,6 +40,8 @@ struct InsertMode<'a> {
     ignore: bool,
     /// ON DUPLICATE KEY UPDATE: update the old row.
     on_dup: Option<&'a Vec<ast::Assignment>>,
+    /// The claim of a generated primary-key value (catalog/autoinc.rs).
+    claim: Option<Claim<'a>>,
 }
 
 /// Shared state of one DML statement.
@@ -159,12 +160,18 @@ impl<'a> Dml<'a> {
         } else {
             let mut v = Vec::new();
             for c in &ins.columns {
-                let n = ident_name(c).pop().unwrap_or_default();
+                // The last part names the column; a plain identifier is
+                // read in place (copying every column name of every
+                // INSERT was an allocation each).
+                let n: std::borrow::Cow<'_, str> = match c.0.last() {
+                    Some(ast::ObjectNamePart::Identifier(i)) => i.value.as_str().into(),
+                    _ => ident_name(c).pop().unwrap_or_default().into(),
+                };
                 let p = def
                     .column_index(&n)
-                    .ok_or_else(|| Error::UnknownColumn(n.clone(), "field list".into()))?;
+                    .ok_or_else(|| Error::UnknownColumn(n.to_string(), "field list".into()))?;
                 if v.contains(&p) {
-                    return Err(Error::DuplicateColumn(n));
+                    return Err(Error::DuplicateColumn(n.into_owned()));
                 }
                 v.push(p);
             }
@@ -235,7 +242,10 @@ impl<'a> Dml<'a> {
                     }
                 }
             }
-            // AUTO_INCREMENT: NULL or 0 takes the next value.
+            // AUTO_INCREMENT: NULL or 0 takes the next value. One in the
+            // primary key is claimed, so the key needs no existence check
+            // (catalog/autoinc.rs).
+            let (mut claim, mut explicit) = (None, false);
             for (p, c) in def.columns.iter().enumerate() {
                 if !c.auto_increment {
                     continue;
@@ -243,18 +253,34 @@ impl<'a> Dml<'a> {
                 let v = row.get(p).cloned().unwrap_or(Datum::Null);
                 let zero = v.to_i128() == Some(0);
                 if v.is_null() || zero {
-                    let id = self.cat.next_autoinc(def.id)?;
+                    let id = if def.primary().is_some_and(|pk| pk.columns.contains(&c.id)) {
+                        let taken = self.cat.claim_autoinc(def.id)?;
+                        let id = taken.value;
+                        claim = Some(taken);
+                        id
+                    } else {
+                        self.cat.next_autoinc(def.id)?
+                    };
                     result.first_insert_id.get_or_insert(id);
                     if let Some(slot) = row.get_mut(p) {
                         *slot = Datum::UInt(id);
                     }
-                } else if let Some(n) = v.to_i128().and_then(|n| u64::try_from(n).ok()) {
-                    self.cat.note_autoinc(def.id, n)?;
+                } else {
+                    explicit = true;
                 }
             }
             let row = self.check_row(&def, row, row_no)?;
+            if explicit {
+                // The value as stored (check_row may round or convert it),
+                // before insert_row locks the key (invariant N of
+                // catalog/autoinc.rs).
+                self.note_autoinc_of(&def, &row)?;
+            }
             let row_id = if def.hidden_pk {
-                Some(self.cat.next_autoinc(def.id)?)
+                let taken = self.cat.claim_autoinc(def.id)?;
+                let id = taken.value;
+                claim = Some(taken);
+                Some(id)
             } else {
                 None
             };
@@ -267,6 +293,7 @@ impl<'a> Dml<'a> {
                     replace: ins.replace_into,
                     ignore: ins.ignore,
                     on_dup,
+                    claim,
                 },
             )?;
         }
@@ -287,13 +314,20 @@ impl<'a> Dml<'a> {
             replace,
             ignore,
             on_dup,
+            claim,
         } = mode;
         let cf = self.cat.data_cf;
         let pk = index::pk_part(def, &row, row_id);
         let key = index::pk_key(def, &pk);
+        // A generated key whose claim holds under the key's lock is new
+        // (catalog/autoinc.rs); any other key is looked up.
+        let fresh = match claim {
+            Some(c) => txn.try_lock_fresh_cf(cf, &key)? && c.confirm(),
+            None => false,
+        };
         // Find a conflicting row: same primary key, or same unique value.
         let mut conflict: Option<(Vec<u8>, String)> = None;
-        if txn.get_for_update_cf(cf, &key)?.is_some() {
+        if !fresh && txn.get_for_update_cf(cf, &key)?.is_some() {
             let name = "PRIMARY".to_owned();
             conflict = Some((
                 key.clone(),
@@ -351,6 +385,7 @@ impl<'a> Dml<'a> {
                     replace: true,
                     ignore: false,
                     on_dup: None,
+                    claim: None,
                 },
             )?);
         }
@@ -386,11 +421,31 @@ impl<'a> Dml<'a> {
             }
         }
         let new = self.check_row(def, new, 1)?;
+        // Before update_row locks the new key (invariant N of catalog/autoinc.rs).
+        self.note_autoinc_of(def, &new)?;
         if rows_equal(&old, &new) {
             return Ok(0);
         }
         self.update_row(txn, def, &other_key, &old, new)?;
         Ok(2)
+    }
+
+    /// Notes the explicit auto-increment value of a row about to be
+    /// written by an update, so later generated values start above it.
+    pub(crate) fn note_autoinc_of(&self, def: &TableDef, row: &[Datum]) -> Result<()> {
+        for (p, c) in def.columns.iter().enumerate() {
+            if !c.auto_increment {
+                continue;
+            }
+            let n = row
+                .get(p)
+                .and_then(Datum::to_i128)
+                .and_then(|n| u64::try_from(n).ok());
+            if let Some(n) = n {
+                self.cat.note_autoinc(def.id, n)?;
+            }
+        }
+        Ok(())
     }
 
     /// Replaces `old` (at `key`) by `new`, keeping every index in step and

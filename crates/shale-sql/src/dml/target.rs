@@ -105,17 +105,8 @@ impl Dml<'_> {
                 }
             }
             let new = self.check_row(def, new, i as u64 + 1)?;
-            for (p, c) in def.columns.iter().enumerate() {
-                if c.auto_increment {
-                    if let Some(n) = new
-                        .get(p)
-                        .and_then(Datum::to_i128)
-                        .and_then(|n| u64::try_from(n).ok())
-                    {
-                        self.cat.note_autoinc(def.id, n)?;
-                    }
-                }
-            }
+            // Before update_row locks the new key (invariant N of catalog/autoinc.rs).
+            self.note_autoinc_of(def, &new)?;
             if rows_equal(&old, &new) {
                 continue;
             }

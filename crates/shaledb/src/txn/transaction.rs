@@ -226,6 +226,36 @@ impl Txn {
         self.get_cf(cf, key)
     }
 
+    /// Takes `key`'s exclusive lock if it is free right now, without
+    /// waiting and without looking the key up: for a key the caller knows
+    /// no committed or in-flight write holds yet (a freshly generated
+    /// auto-increment value whose claim it confirms next, shale-sql's
+    /// `catalog/autoinc.rs`). True if the lock was free and is now held;
+    /// false if another transaction holds it, or this one already did
+    /// (then nothing changed: lock and read as usual). Once held, a later
+    /// [`Txn::put_cf`] of the key takes no lock and makes no check, so a
+    /// key that was not fresh would be written over: first-committer-wins
+    /// is the caller's argument here, not this call's.
+    pub fn try_lock_fresh_cf(&mut self, cf: CfId, key: &[u8]) -> Result<bool> {
+        self.check_active()?;
+        let entry = (cf, key.to_vec());
+        if self.locked.contains(&entry) {
+            return Ok(false);
+        }
+        match self
+            .db
+            .lock_manager()
+            .lock(self.id, cf, key, LockMode::Exclusive, Duration::ZERO)
+        {
+            Ok(()) => {
+                self.locked.insert(entry);
+                Ok(true)
+            }
+            Err(Error::LockTimeout { .. }) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
     /// Buffers `key = value` in the default column family (after locking it).
     pub fn put(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
         self.put_cf(DEFAULT_CF_ID, key, value)
