@@ -389,7 +389,7 @@ mod tests {
             100,
             1 << 20,
             false,
-            (false, false),
+            (false, false, 0),
             (0, 0),
         )
         .unwrap();

@@ -120,7 +120,11 @@ impl BlobStore {
             (Some(self.create_keylog(number)?), format::VERSION_2)
         };
         // Fsyncs the directory after creating the value and stage files.
-        let mut w = super::staged::StagedWriter::create(&self.fs, &self.dir, number)?;
+        // Version-2 files stage through a ring (docs/format-blob.md 6.1);
+        // version-1 records are found by the value file's own scan, which a
+        // ring's stale bytes could fool, so they keep stage format 1.
+        let ring = (!self.write_v1).then(|| (self.stage_ring, Arc::clone(&self.spare_ring)));
+        let mut w = super::staged::StagedWriter::create(&self.fs, &self.dir, number, ring)?;
         w.append(&format::encode_header(version))?;
         let view = w.view();
         let f = self.new_file(number, Box::new(w), keys)?;
@@ -313,18 +317,21 @@ impl BlobStore {
         for mut w in self.unsynced.lock().drain(..) {
             w.sync()?;
         }
-        match self.active.lock().take() {
-            Some(a) => {
-                let mut f = NewFile {
-                    w: a.w,
-                    keys: a.keys,
-                    handle: a.handle,
-                    records: a.records,
-                };
-                self.seal_file(&mut f)
-            }
-            None => Ok(()),
+        if let Some(a) = self.active.lock().take() {
+            let mut f = NewFile {
+                w: a.w,
+                keys: a.keys,
+                handle: a.handle,
+                records: a.records,
+            };
+            self.seal_file(&mut f)?;
         }
+        // The kept ring is not needed once nothing is written (an open
+        // would remove it too: its value file is complete).
+        if let Some(path) = self.spare_ring.lock().take() {
+            self.fs.remove_file(&path)?;
+        }
+        Ok(())
     }
 }
 
