@@ -71,8 +71,13 @@ impl BlobStore {
     /// the pair can be acknowledged; a synced group fsyncs the key log).
     /// Created before the value file: a key log without its value file is
     /// removed at open, a value file without its key log is emptied.
+    /// Written through a shared mapping where the file system allows
+    /// (`env/mapped.rs`): an append is a copy, not a `write(2)` per group;
+    /// after a crash the file may end in zeros (docs/format-blob.md 7.4).
     fn create_keylog(&self, number: u64) -> Result<Box<dyn WritableFile>> {
-        let mut k = self.fs.create(&keylog::keylog_path(&self.dir, number))?;
+        let mut k = self
+            .fs
+            .create_mapped(&keylog::keylog_path(&self.dir, number))?;
         k.append(&keylog::encode_keylog_header(number))?;
         k.flush()?;
         Ok(k)
