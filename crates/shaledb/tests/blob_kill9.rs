@@ -3,7 +3,10 @@
 //! the child overwrites keys round-robin with mostly 4 KiB values while a
 //! GC thread rewrites value files; the parent SIGKILLs it at a random moment,
 //! reopens and checks that every acknowledged write survived with its exact
-//! value. 10 cycles, alternating buffered and O_DIRECT value files.
+//! value. 10 cycles, alternating buffered and O_DIRECT value files; every
+//! second O_DIRECT cycle stages through a 2 MiB ring in 5 MiB value files,
+//! so the ring wraps twice per file and is reused from file to file
+//! (docs/format-blob.md section 6.1).
 #![allow(clippy::unwrap_used, clippy::indexing_slicing)] // a panic in a test is a failure
 
 use shaledb::{Db, Options};
@@ -22,11 +25,14 @@ const START_ENV: &str = "SHALE_BLOB_CHILD_START";
 const DIRECT_ENV: &str = "SHALE_BLOB_CHILD_DIRECT";
 const KEYS: u64 = 400;
 
-fn kill9_opts(direct: bool) -> Options {
+/// `mode`: 0 buffered value files, 1 O_DIRECT (staged), 2 O_DIRECT with a
+/// small ring that wraps.
+fn kill9_opts(mode: u64) -> Options {
     Options {
-        blob_direct_io: direct,
+        blob_direct_io: mode > 0,
         min_blob_size: 1024,
-        blob_file_size: 1 << 20,
+        blob_file_size: if mode == 2 { 5 << 20 } else { 1 << 20 },
+        blob_stage_ring_size: if mode == 2 { 2 << 20 } else { 0 },
         write_buffer_size: 512 << 10,
         ..Options::default()
     }
@@ -50,8 +56,8 @@ fn child_writes_blobs() {
         return;
     };
     let start: u64 = std::env::var(START_ENV).unwrap().parse().unwrap();
-    let direct = std::env::var(DIRECT_ENV).is_ok_and(|v| v == "1");
-    let db = Db::open(&dir, kill9_opts(direct)).unwrap();
+    let mode: u64 = std::env::var(DIRECT_ENV).unwrap().parse().unwrap();
+    let db = Db::open(&dir, kill9_opts(mode)).unwrap();
     let gc_db = db.clone();
     std::thread::spawn(move || loop {
         gc_db.collect_blob_garbage(0.6).unwrap();
@@ -88,8 +94,12 @@ fn kill9_every_acknowledged_write_survives() {
             .args(["--exact", "child_writes_blobs", "--ignored", "--nocapture"])
             .env(CHILD_ENV, &dir)
             .env(START_ENV, start.to_string())
-            // Odd cycles write value files with O_DIRECT (zero-padded tails).
-            .env(DIRECT_ENV, if cycle % 2 == 1 { "1" } else { "0" })
+            // Odd cycles write value files with O_DIRECT (zero-padded tails),
+            // cycles 3 and 7 through a wrapping ring.
+            .env(
+                DIRECT_ENV,
+                (cycle % 2 + u64::from(cycle % 4 == 3)).to_string(),
+            )
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
@@ -117,7 +127,7 @@ fn kill9_every_acknowledged_write_survives() {
         }
         written_total += last + 1 - start;
         start = last + 1_000_000; // later writes are distinguishable from lost ones
-        let db = Db::open(&dir, kill9_opts(cycle % 2 == 0)).unwrap();
+        let db = Db::open(&dir, kill9_opts(1 - cycle % 2)).unwrap();
         let mut seen_now = Vec::new();
         for (&k, &i) in &acked {
             let v = db

@@ -127,21 +127,24 @@ pub(crate) fn run_contest(
         disable_wal: flags.disable_wal,
     };
     let entry = (shape.key_size + shape.value_size) as u64;
+    let cpu0 = cpu::process_cpu();
     let write = run_parallel(shape.threads, flags, &|tid, st| {
         put_keys(&ks, engine.as_ref(), (wo, entry), (tid, 1), st)
     })?;
+    let note = cpu::per_op(cpu0, cpu::process_cpu(), ks.keys_per_domain(), "put");
     results.push(report(
         out,
         "contest_write",
         write,
         &limits.seq_write_mib_s,
         "seq write",
-        "",
+        &note,
     )?);
 
     // Phase 2: every key once, by a thread other than its writer, in a random order.
     let note;
     (engine, note) = reopen(flags, factory, engine)?;
+    let cpu0 = cpu::process_cpu();
     let read = run_parallel(shape.threads, flags, &|tid, st| {
         let owner = ((tid + 1) % shape.threads) as u64;
         let order = Permutation::new(ks.per_thread, seed_base as u64 ^ tid as u64);
@@ -176,6 +179,10 @@ pub(crate) fn run_contest(
         st.add_bytes(bytes);
         Ok(())
     })?;
+    let note = format!(
+        "{note} {}",
+        cpu::per_op(cpu0, cpu::process_cpu(), ks.keys_per_domain(), "get")
+    );
     let qd = format!("4K random read QD{}", shape.threads);
     results.push(report(
         out,
@@ -518,3 +525,36 @@ impl Permutation {
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::indexing_slicing)]
 mod tests;
+
+/// The process's CPU time per operation of a phase (issue 12 measured the
+/// write phase's CPU per put this way; crash-round children are other
+/// processes and not counted).
+mod cpu {
+    /// (user, system) seconds of this process so far, all threads (live and
+    /// exited), from `/proc/self/stat`; `None` off Linux. Clock ticks are
+    /// taken as 100 per second (Linux's `USER_HZ` on every architecture the
+    /// benchmark runs on).
+    pub fn process_cpu() -> Option<(f64, f64)> {
+        let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+        let after = stat.get(stat.rfind(')')? + 1..)?;
+        let mut fields = after.split_whitespace().skip(11);
+        let user: f64 = fields.next()?.parse().ok()?;
+        let sys: f64 = fields.next()?.parse().ok()?;
+        Some((user / 100.0, sys / 100.0))
+    }
+
+    /// "(cpu U + S us per put)" between two readings, or "" without them.
+    pub fn per_op(a: Option<(f64, f64)>, b: Option<(f64, f64)>, ops: u64, what: &str) -> String {
+        match (a, b) {
+            (Some((u0, s0)), Some((u1, s1))) if ops > 0 => {
+                let us = |x: f64| x * 1e6 / ops as f64;
+                format!(
+                    "(cpu {:.2} + {:.2} us per {what})",
+                    us(u1 - u0),
+                    us(s1 - s0)
+                )
+            }
+            _ => String::new(),
+        }
+    }
+}

@@ -33,6 +33,7 @@ pub(crate) mod readahead;
 pub(crate) mod reader;
 pub(crate) mod scan2;
 pub(crate) mod stage_recovery;
+pub(crate) mod stage_ring;
 pub(crate) mod staged;
 pub(crate) mod writer;
 
@@ -201,6 +202,10 @@ pub(crate) struct BlobStore {
     direct_reads: bool,
     /// Tests only: new files are written in format version 1.
     write_v1: bool,
+    /// Bytes of a staged file's ring (stage format 2).
+    stage_ring: u64,
+    /// A sealed file's ring kept for the next active file (staged.rs).
+    spare_ring: staged::SpareRing,
     /// Cache of values by (file, offset) (`Options::blob_cache_size`).
     cache: Option<Arc<cache::ValueCache>>,
     files: RwLock<Arc<FileSet>>,
@@ -235,7 +240,7 @@ impl BlobStore {
         min_blob_size: usize,
         file_size: u64,
         direct: bool,
-        (direct_reads, write_v1): (bool, bool),
+        (direct_reads, write_v1, stage_ring): (bool, bool, u64),
         (cache_size, readahead_threads): (usize, usize),
     ) -> Result<BlobStore> {
         let cache = match cache_size {
@@ -293,6 +298,12 @@ impl BlobStore {
             direct,
             direct_reads,
             write_v1,
+            stage_ring: if stage_ring == 0 {
+                stage_ring::RING_SIZE
+            } else {
+                stage_ring
+            },
+            spare_ring: Arc::new(Mutex::new(None)),
             cache,
             files: RwLock::new(Arc::new(set)),
             active: Mutex::new(None),

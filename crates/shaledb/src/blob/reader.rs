@@ -199,8 +199,23 @@ fn read_staged(
         if !front.is_empty() {
             file.file.read_exact_at(idx.offset, front).ok()?;
         }
-        let tail_at = super::staged::STAGE_HEADER + idx.offset + split as u64;
-        view.stage.read_exact_at(tail_at, tail).ok()?;
+        let tail_from = idx.offset + split as u64;
+        if view.ring == 0 {
+            let tail_at = super::staged::STAGE_HEADER + tail_from;
+            view.stage.read_exact_at(tail_at, tail).ok()?;
+        } else {
+            // The ring holds at most `ring` bytes past the written length.
+            if tail.len() as u64 > view.ring {
+                return None;
+            }
+            let [(at0, len0), (at1, _)] =
+                super::stage_ring::ring_spans(tail_from, tail.len(), view.ring);
+            let (first, wrapped) = tail.split_at_mut(len0);
+            view.stage.read_exact_at(at0, first).ok()?;
+            if !wrapped.is_empty() {
+                view.stage.read_exact_at(at1, wrapped).ok()?;
+            }
+        }
         if let Ok(kv) = check_read(file, (cf, key), idx, buf) {
             return Some(kv);
         }

@@ -111,7 +111,10 @@ pub(crate) fn scan(
             let footer = win
                 .read(pos, KEYLOG_FOOTER_LEN)
                 .and_then(keylog::decode_keylog_footer);
-            let at_end = pos + KEYLOG_FOOTER_LEN as u64 == ksize;
+            // A mapped key log may end in zeros after a crash (its trim
+            // happens when the writer is dropped).
+            let after = pos + KEYLOG_FOOTER_LEN as u64;
+            let at_end = after == ksize || zeros_from(&mut win, after, ksize);
             if at_end && footer.is_some_and(|(_, end)| end == vend && end <= vsize) {
                 return Ok(ScanEnd {
                     version: format::VERSION_2,
@@ -167,6 +170,35 @@ pub(crate) fn scan(
     }
 }
 
+/// True if key-log bytes `[at, size)` are all zeros (unreadable: false).
+fn zeros_from(win: &mut Window<'_>, mut at: u64, size: u64) -> bool {
+    while at < size {
+        let n = usize::try_from(size - at).map_or(WINDOW, |r| r.min(WINDOW));
+        match win.read(at, n) {
+            Some(b) if b.iter().all(|&x| x == 0) => at += n as u64,
+            _ => return false,
+        }
+    }
+    true
+}
+
+/// Where a key log's footer ends if it is followed by zeros only (a mapped
+/// key log whose trim a crash lost): its last non-zero byte is the low
+/// byte of the footer's trailing version field. `None` if the bytes do not
+/// end that way.
+fn footer_end_before_zeros(kfile: &dyn RandomAccessFile, ksize: u64) -> Result<Option<u64>> {
+    // A mapped window (4 MiB, `env/mapped.rs`) of zeros at most, and the footer.
+    let span = ksize.min((4 << 20) + KEYLOG_FOOTER_LEN as u64);
+    let mut tail = vec![0u8; usize::try_from(span).unwrap_or(0)];
+    kfile.read_exact_at(ksize - span, &mut tail)?;
+    let Some(last) = tail.iter().rposition(|&b| b != 0) else {
+        return Ok(None);
+    };
+    // The footer ends with the version u32 (little-endian, < 256).
+    let end = ksize - span + last as u64 + 4;
+    Ok((end <= ksize && end >= KEYLOG_FOOTER_LEN as u64).then_some(end))
+}
+
 /// Reads the value of a scanned version-2 record and checks it against
 /// its entry's checksum; `None` if it fails (damage) or cannot be read.
 pub(crate) fn load_value(vfile: &dyn RandomAccessFile, r: &ScannedRecord) -> Option<Vec<u8>> {
@@ -207,11 +239,21 @@ pub(crate) fn cut_torn_tail(
         if ksize >= min {
             let kfile = fs.open_random(&kpath)?;
             let mut fb = [0u8; KEYLOG_FOOTER_LEN];
+            let mut kend = ksize;
             kfile.read_exact_at(ksize - KEYLOG_FOOTER_LEN as u64, &mut fb)?;
+            if keylog::decode_keylog_footer(&fb).is_none() {
+                if let Some(e) = footer_end_before_zeros(kfile.as_ref(), ksize)? {
+                    kend = e;
+                    kfile.read_exact_at(e - KEYLOG_FOOTER_LEN as u64, &mut fb)?;
+                }
+            }
             if let Some((_, end)) = keylog::decode_keylog_footer(&fb) {
                 if end >= HEADER_LEN as u64 && end <= size {
                     if end < size {
                         fs.truncate(&vpath, end)?;
+                    }
+                    if kend < ksize {
+                        fs.truncate(&kpath, kend)?;
                     }
                     return Ok(format::VERSION_2);
                 }
@@ -338,6 +380,40 @@ mod tests {
         assert_eq!(fs.file_size(&format::blob_path(&dir, 7)).unwrap(), len);
     }
 
+    /// A mapped key log keeps the zeros of its last window after a crash.
+    /// A footer followed by zeros still seals the pair without reading a
+    /// value (a damaged value is not noticed: the pair is trusted as a
+    /// sealed one) and the zeros are cut; the scan accepts such a footer;
+    /// an unsealed log is cut after its last entry.
+    #[test]
+    fn a_key_log_ending_in_mapped_zeros() {
+        let (fs, dir, mut v, mut k, idx) = pair(5, true);
+        let klen = k.len() as u64;
+        k.resize(k.len() + 100_000, 0);
+        let at = usize::try_from(idx[4].offset).unwrap();
+        v[at] ^= 1;
+        write(&fs, &dir, &v, &k);
+        let kp = keylog::keylog_path(&dir, 7);
+        let vp = format::blob_path(&dir, 7);
+        let cut = crate::blob::reader::cut_torn_tail(&fs, &dir, 7).unwrap();
+        assert_eq!(cut, VERSION_2);
+        assert_eq!(fs.file_size(&kp).unwrap(), klen);
+        assert_eq!(fs.file_size(&vp).unwrap(), v.len() as u64);
+        let (fs, dir, v, mut k, _) = pair(5, true);
+        k.resize(k.len() + 5000, 0);
+        write(&fs, &dir, &v, &k);
+        let f = fs.open_random(&vp).unwrap();
+        let end =
+            crate::blob::reader::scan(&fs, f.as_ref(), &vp, Values::Skip, |_| Ok(())).unwrap();
+        assert!(end.footer);
+        let (fs, dir, v, mut k, _) = pair(5, false);
+        let klen = k.len() as u64;
+        k.resize(k.len() + 100_000, 0);
+        write(&fs, &dir, &v, &k);
+        assert_eq!(survivors(&fs, &dir).1.len(), 5);
+        assert_eq!(fs.file_size(&kp).unwrap(), klen);
+    }
+
     #[test]
     fn a_torn_key_log_entry_cuts_both_files_after_the_last_good_one() {
         let (fs, dir, v, k, idx) = pair(5, false);
@@ -389,7 +465,7 @@ mod tests {
             100,
             1 << 20,
             false,
-            (false, false),
+            (false, false, 0),
             (0, 0),
         )
         .unwrap();

@@ -15,6 +15,7 @@
 
 use super::format;
 use super::reader::{self, Values};
+use super::stage_ring::{self, RingHeader, RING_HEADER_ALL, STAGE_VERSION_RING};
 use super::staged::{self, ALIGN, STAGE_HEADER, STAGE_HEADER_USED};
 use crate::env::FileSystem;
 use crate::error::{Error, Result};
@@ -31,16 +32,38 @@ pub(crate) enum StageHeader {
     /// Short or all zeros: the file was created but never held an
     /// acknowledged byte (its header is synced before the first append).
     Unfinished,
-    /// A valid header naming this value file.
+    /// A valid format-1 header naming this value file.
     Valid(u64),
+    /// A valid format-2 (ring) header (docs/format-blob.md, section 6.1).
+    Ring(RingHeader),
 }
 
-/// Checks a stage header (`bytes` = the first [`STAGE_HEADER_USED`] bytes or fewer).
+/// Checks a stage header (`bytes` = the first [`RING_HEADER_ALL`] bytes of
+/// the file, or all of it if shorter).
 pub(crate) fn decode_stage_header(path: &Path, bytes: &[u8]) -> Result<StageHeader> {
     if bytes.len() < STAGE_HEADER_USED || bytes.iter().all(|&b| b == 0) {
         return Ok(StageHeader::Unfinished);
     }
     let field = |at: usize, n: usize| bytes.get(at..at + n).unwrap_or_default();
+    if field(0, 8) != staged::STAGE_MAGIC {
+        return Err(Error::corruption(path, 0, "not a stage file (bad magic)"));
+    }
+    let version = field(8, 4).try_into().map_or(0, u32::from_le_bytes);
+    match version {
+        staged::STAGE_VERSION => {}
+        STAGE_VERSION_RING => {
+            return Ok(match stage_ring::decode_ring_header(path, bytes)? {
+                Some(h) => StageHeader::Ring(h),
+                None => StageHeader::Unfinished,
+            })
+        }
+        _ => {
+            return Err(Error::UnsupportedVersion {
+                file: path.to_path_buf(),
+                version,
+            })
+        }
+    }
     let crc_ok = field(20, 4)
         .try_into()
         .map(u32::from_le_bytes)
@@ -51,16 +74,6 @@ pub(crate) fn decode_stage_header(path: &Path, bytes: &[u8]) -> Result<StageHead
             0,
             "stage header fails its checksum",
         ));
-    }
-    if field(0, 8) != staged::STAGE_MAGIC {
-        return Err(Error::corruption(path, 0, "not a stage file (bad magic)"));
-    }
-    let version = field(8, 4).try_into().map_or(0, u32::from_le_bytes);
-    if version != staged::STAGE_VERSION {
-        return Err(Error::UnsupportedVersion {
-            file: path.to_path_buf(),
-            version,
-        });
     }
     Ok(StageHeader::Valid(
         field(12, 8).try_into().map_or(0, u64::from_le_bytes),
@@ -99,7 +112,8 @@ pub(crate) fn recover(fs: &Arc<dyn FileSystem>, dir: &Path, number: u64) -> Resu
     }
     let stage = fs.open_random(&spath)?;
     let ssize = stage.len()?;
-    let head = read_or_zeros(stage.as_ref(), ssize, 0, STAGE_HEADER_USED)?;
+    let have = usize::try_from(ssize).map_or(RING_HEADER_ALL, |n| n.min(RING_HEADER_ALL));
+    let head = read_or_zeros(stage.as_ref(), ssize, 0, have)?;
     let vpath = format::blob_path(dir, number);
     match decode_stage_header(&spath, &head)? {
         StageHeader::Unfinished => {}
@@ -112,6 +126,13 @@ pub(crate) fn recover(fs: &Arc<dyn FileSystem>, dir: &Path, number: u64) -> Resu
         }
         StageHeader::Valid(_) if fs.exists(&vpath) => merge(fs, &vpath, stage.as_ref(), ssize)?,
         StageHeader::Valid(_) => {} // the value file was never created
+        // A reused ring renamed to this file's name whose header rewrite was
+        // lost: nothing of this file was acknowledged (section 6.1).
+        StageHeader::Ring(h) if h.number != number => {}
+        StageHeader::Ring(h) if fs.exists(&vpath) => {
+            stage_ring::recover_ring(fs, &vpath, stage.as_ref(), &h)?
+        }
+        StageHeader::Ring(_) => {}
     }
     drop(stage);
     fs.remove_file(&spath)?;
@@ -268,12 +289,12 @@ mod tests {
             Err(Error::Corruption { .. })
         ));
         let mut v2 = h[..24].to_vec();
-        v2[8] = 2;
+        v2[8] = 3;
         let crc = mask_crc(crc32c::crc32c(&v2[..20]));
         v2[20..24].copy_from_slice(&crc.to_le_bytes());
         assert!(matches!(
             decode_stage_header(p, &v2),
-            Err(Error::UnsupportedVersion { version: 2, .. })
+            Err(Error::UnsupportedVersion { version: 3, .. })
         ));
     }
 }

@@ -19,13 +19,23 @@
 //! carrying bytes `[1,097,728, 1,100,000)`, which it writes again, whole,
 //! with what follows.
 //!
+//! Stage format 2 (section 6.1, `stage_ring.rs`) writes value-file byte `o`
+//! to ring offset `o mod R` instead and punches nothing: after each piece
+//! the writer thread writes the new mark into the stage header and then
+//! publishes it as `ring_free`; the leader writes value-file bytes below
+//! `ring_free + R` only (it waits otherwise). A sealed file's ring is kept
+//! in the blob store's [`SpareRing`] and renamed for the next active file.
+//!
 //! Which lock guards what: `IoShared::state` guards the queue, the free
 //! pieces, the busy flag and the sticky error. The leader (holding the blob
 //! store's `active` lock) is the only writer of the stage file beyond the
-//! written length and of the current piece; the writer thread is the only
-//! writer of the value file, of `written` and of the punched range.
+//! written length (format 2: of the ring) and of the current piece; the
+//! writer thread is the only writer of the value file, of `written`, of the
+//! punched range, of the mark and of `ring_free`. The [`SpareRing`]'s own
+//! mutex guards the kept ring's path.
 
 use super::format;
+use super::stage_ring::{encode_mark, encode_ring_header, ring_spans, MARK_AT};
 use crate::env::{ExtentFile, FileSystem, WritableFile};
 use crate::error::{Error, Result};
 use crate::util::coding::mask_crc;
@@ -52,6 +62,9 @@ pub(crate) const STAGE_MAGIC: &[u8; 8] = b"SHALESTG";
 pub(crate) const STAGE_VERSION: u32 = 1;
 /// Bytes of the stage header that carry data (the rest is zeros).
 pub(crate) const STAGE_HEADER_USED: usize = 24;
+/// Where the blob store keeps a sealed file's ring for the next active
+/// file (format 2): the path of the kept stage file.
+pub(crate) type SpareRing = Arc<Mutex<Option<PathBuf>>>;
 /// File name suffix of stage files.
 pub(crate) const STAGE_SUFFIX: &str = "stage";
 
@@ -153,6 +166,9 @@ impl Piece {
 pub(crate) struct StageView {
     pub stage: Arc<dyn ExtentFile>,
     written: AtomicU64,
+    /// Format 2: the ring size (value-file byte `o` at ring offset `o mod
+    /// ring`); 0 for format 1 (at offset `o`).
+    pub ring: u64,
 }
 
 impl StageView {
@@ -162,6 +178,7 @@ impl StageView {
         StageView {
             stage,
             written: AtomicU64::new(written),
+            ring: 0,
         }
     }
 
@@ -194,6 +211,11 @@ struct IoShared {
     /// `state.error` is set: lets [`IoShared::sticky`], called once per
     /// write group, skip the state lock while all is well.
     failed: AtomicBool,
+    /// The value file's number (in the mark's checksum).
+    number: u64,
+    /// Format 2: ring bytes of value-file offsets below this may be reused
+    /// (the mark in the stage header says so already); writer thread only.
+    ring_free: AtomicU64,
 }
 
 impl IoShared {
@@ -238,8 +260,18 @@ impl IoShared {
         let (start, end) = (piece.start, piece.end());
         self.file.write_all_at(start, piece.padded())?;
         self.view.written.fetch_max(end, Ordering::AcqRel);
-        let punched = self.punched.load(Ordering::Relaxed);
         let upto = end / ALIGN as u64 * ALIGN as u64;
+        if self.view.ring > 0 {
+            // The mark first, then the leader may reuse the ring below it
+            // (invariant 2 of docs/format-blob.md section 6.1).
+            if upto > self.ring_free.load(Ordering::Relaxed) {
+                let mark = encode_mark(self.number, upto);
+                self.view.stage.write_all_at(MARK_AT, &mark)?;
+                self.ring_free.store(upto, Ordering::Release);
+            }
+            return Ok(());
+        }
+        let punched = self.punched.load(Ordering::Relaxed);
         if upto >= punched + PUNCH_MIN {
             self.view
                 .stage
@@ -278,6 +310,25 @@ impl IoShared {
         Ok(next)
     }
 
+    /// Format 2: waits until the ring may take value-file bytes up to
+    /// `end` (every byte below `end - ring` is in the value file and
+    /// marked). The caller queued every full piece, and appends at most
+    /// half a ring at a time, so the queued pieces suffice.
+    fn wait_ring(&self, end: u64) -> Result<()> {
+        let room = |this: &IoShared| this.ring_free.load(Ordering::Acquire) + this.view.ring;
+        if end <= room(self) {
+            return Ok(());
+        }
+        let mut st = self.state.lock();
+        while end > room(self) && st.error.is_none() {
+            self.cv.wait(&mut st);
+        }
+        match &st.error {
+            Some(e) => Err(e.clone()),
+            None => Ok(()),
+        }
+    }
+
     /// Waits until the writer thread has written every queued piece.
     fn wait_idle(&self) -> Result<()> {
         let mut st = self.state.lock();
@@ -303,18 +354,47 @@ pub(crate) struct StagedWriter {
     thread: Option<JoinHandle<()>>,
     /// The stage file was removed: the value file holds everything.
     completed: bool,
+    /// Format 2: where a completed file leaves its ring.
+    spare: Option<SpareRing>,
 }
 
 impl StagedWriter {
     /// Creates value file `number` (empty: its header is the first append)
     /// and its stage file with a synced header, fsyncs the directory, and
-    /// starts the writer thread.
-    pub fn create(fs: &Arc<dyn FileSystem>, dir: &Path, number: u64) -> Result<StagedWriter> {
+    /// starts the writer thread. `ring`: stage format 2 with a ring of that
+    /// many bytes, renaming the kept ring of `spare` if there is one
+    /// (docs/format-blob.md section 6.1); `None`: format 1.
+    pub fn create(
+        fs: &Arc<dyn FileSystem>,
+        dir: &Path,
+        number: u64,
+        ring: Option<(u64, SpareRing)>,
+    ) -> Result<StagedWriter> {
         let file = fs.create_direct_extent(&format::blob_path(dir, number))?;
         let stage_path = stage_path(dir, number);
-        let stage = fs.open_extent_file(&stage_path)?;
-        fs.truncate(&stage_path, 0)?;
-        stage.write_all_at(0, &encode_stage_header(number))?;
+        let kept = ring.as_ref().and_then(|(_, spare)| spare.lock().take());
+        let stage = match kept {
+            // The old content stays: recovery checks every value against
+            // its key-log checksum, so stale bytes are never taken.
+            Some(old) if fs.rename(&old, &stage_path).is_ok() => {
+                fs.open_extent_file(&stage_path)?
+            }
+            _ => {
+                let s = fs.open_extent_file(&stage_path)?;
+                fs.truncate(&stage_path, 0)?;
+                s
+            }
+        };
+        let (size, spare) = match ring {
+            Some((size, spare)) => (size, Some(spare)),
+            None => (0, None),
+        };
+        let header = if size > 0 {
+            encode_ring_header(number, size)
+        } else {
+            encode_stage_header(number)
+        };
+        stage.write_all_at(0, &header)?;
         stage.sync()?;
         fs.sync_dir(dir)?;
         let io = Arc::new(IoShared {
@@ -322,6 +402,7 @@ impl StagedWriter {
             view: Arc::new(StageView {
                 stage,
                 written: AtomicU64::new(0),
+                ring: size,
             }),
             state: Mutex::new(IoState {
                 queue: VecDeque::new(),
@@ -333,6 +414,8 @@ impl StagedWriter {
             cv: Condvar::new(),
             punched: AtomicU64::new(0),
             failed: AtomicBool::new(false),
+            number,
+            ring_free: AtomicU64::new(0),
         });
         let worker = Arc::clone(&io);
         let thread = std::thread::Builder::new()
@@ -348,6 +431,7 @@ impl StagedWriter {
             fs: Arc::clone(fs),
             thread: Some(thread),
             completed: false,
+            spare,
         })
     }
 
@@ -366,6 +450,22 @@ impl StagedWriter {
         self.cur = self.io.exchange(full, start)?;
         self.cur.push(&tail);
         self.cur_dirty = false;
+        Ok(())
+    }
+
+    /// Copies `data` into pieces, queueing each full one, and advances the
+    /// logical length (the caller staged the bytes first).
+    fn push(&mut self, data: &[u8]) -> Result<()> {
+        let mut rest = data;
+        while !rest.is_empty() {
+            let n = self.cur.push(rest);
+            rest = rest.get(n..).unwrap_or_default();
+            self.cur_dirty = true;
+            if self.cur.len == PIECE {
+                self.queue_current()?;
+            }
+        }
+        self.len += data.len() as u64;
         Ok(())
     }
 
@@ -388,20 +488,27 @@ impl WritableFile for StagedWriter {
             ));
         }
         self.io.sticky()?;
-        self.io
-            .view
-            .stage
-            .write_all_at(STAGE_HEADER + self.len, data)?;
-        let mut rest = data;
-        while !rest.is_empty() {
-            let n = self.cur.push(rest);
-            rest = rest.get(n..).unwrap_or_default();
-            self.cur_dirty = true;
-            if self.cur.len == PIECE {
-                self.queue_current()?;
-            }
+        let ring = self.io.view.ring;
+        if ring == 0 {
+            self.io
+                .view
+                .stage
+                .write_all_at(STAGE_HEADER + self.len, data)?;
+            return self.push(data);
         }
-        self.len += data.len() as u64;
+        // Half a ring at a time: the pieces queued before each wait hold
+        // what the writer thread must write for the wait to end.
+        let half = usize::try_from(ring / 2).unwrap_or(usize::MAX);
+        for chunk in data.chunks(half) {
+            self.io.wait_ring(self.len + chunk.len() as u64)?;
+            let [(at0, len0), (at1, _)] = ring_spans(self.len, chunk.len(), ring);
+            let (first, wrapped) = chunk.split_at(len0.min(chunk.len()));
+            self.io.view.stage.write_all_at(at0, first)?;
+            if !wrapped.is_empty() {
+                self.io.view.stage.write_all_at(at1, wrapped)?;
+            }
+            self.push(chunk)?;
+        }
         Ok(())
     }
 
@@ -423,8 +530,8 @@ impl WritableFile for StagedWriter {
     }
 
     /// Writes everything to the value file, stops the writer thread and
-    /// removes the stage file (the value file then holds every byte; it is
-    /// not fsynced here).
+    /// removes the stage file, or with format 2 keeps it as the spare ring
+    /// (the value file then holds every byte; it is not fsynced here).
     fn complete(&mut self) -> Result<()> {
         if self.completed {
             return Ok(());
@@ -437,7 +544,15 @@ impl WritableFile for StagedWriter {
         // A sealed file waits for its fsync without its 1 MiB pieces.
         self.io.state.lock().free.clear();
         self.cur = Piece::empty();
-        self.fs.remove_file(&self.stage_path)?;
+        // Format 2 keeps the ring for the next active file (section 6.1):
+        // the value file holds every byte now, so the ring is not needed
+        // for this file's recovery.
+        let keep = self.spare.as_ref().is_some_and(|s| {
+            s.lock().get_or_insert_with(|| self.stage_path.clone()) == &self.stage_path
+        });
+        if !keep {
+            self.fs.remove_file(&self.stage_path)?;
+        }
         self.completed = true;
         Ok(())
     }

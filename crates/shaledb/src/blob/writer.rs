@@ -71,8 +71,13 @@ impl BlobStore {
     /// the pair can be acknowledged; a synced group fsyncs the key log).
     /// Created before the value file: a key log without its value file is
     /// removed at open, a value file without its key log is emptied.
+    /// Written through a shared mapping where the file system allows
+    /// (`env/mapped.rs`): an append is a copy, not a `write(2)` per group;
+    /// after a crash the file may end in zeros (docs/format-blob.md 7.4).
     fn create_keylog(&self, number: u64) -> Result<Box<dyn WritableFile>> {
-        let mut k = self.fs.create(&keylog::keylog_path(&self.dir, number))?;
+        let mut k = self
+            .fs
+            .create_mapped(&keylog::keylog_path(&self.dir, number))?;
         k.append(&keylog::encode_keylog_header(number))?;
         k.flush()?;
         Ok(k)
@@ -120,7 +125,11 @@ impl BlobStore {
             (Some(self.create_keylog(number)?), format::VERSION_2)
         };
         // Fsyncs the directory after creating the value and stage files.
-        let mut w = super::staged::StagedWriter::create(&self.fs, &self.dir, number)?;
+        // Version-2 files stage through a ring (docs/format-blob.md 6.1);
+        // version-1 records are found by the value file's own scan, which a
+        // ring's stale bytes could fool, so they keep stage format 1.
+        let ring = (!self.write_v1).then(|| (self.stage_ring, Arc::clone(&self.spare_ring)));
+        let mut w = super::staged::StagedWriter::create(&self.fs, &self.dir, number, ring)?;
         w.append(&format::encode_header(version))?;
         let view = w.view();
         let f = self.new_file(number, Box::new(w), keys)?;
@@ -313,18 +322,21 @@ impl BlobStore {
         for mut w in self.unsynced.lock().drain(..) {
             w.sync()?;
         }
-        match self.active.lock().take() {
-            Some(a) => {
-                let mut f = NewFile {
-                    w: a.w,
-                    keys: a.keys,
-                    handle: a.handle,
-                    records: a.records,
-                };
-                self.seal_file(&mut f)
-            }
-            None => Ok(()),
+        if let Some(a) = self.active.lock().take() {
+            let mut f = NewFile {
+                w: a.w,
+                keys: a.keys,
+                handle: a.handle,
+                records: a.records,
+            };
+            self.seal_file(&mut f)?;
         }
+        // The kept ring is not needed once nothing is written (an open
+        // would remove it too: its value file is complete).
+        if let Some(path) = self.spare_ring.lock().take() {
+            self.fs.remove_file(&path)?;
+        }
+        Ok(())
     }
 }
 

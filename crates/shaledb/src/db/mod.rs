@@ -295,7 +295,11 @@ impl Db {
             opts.min_blob_size,
             opts.blob_file_size,
             opts.blob_direct_io,
-            (opts.blob_direct_reads, opts.blob_write_format_v1),
+            (
+                opts.blob_direct_reads,
+                opts.blob_write_format_v1,
+                opts.blob_stage_ring_size,
+            ),
             (opts.blob_cache_size, opts.blob_readahead_threads),
         )?;
         let blobs = (opts.min_blob_size > 0 || blobs.usage().0 > 0).then(|| Arc::new(blobs));

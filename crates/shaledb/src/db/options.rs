@@ -117,6 +117,11 @@ pub struct Options {
     /// depend on it.
     #[doc(hidden)]
     pub blob_write_format_v1: bool,
+    /// Tests only: the ring size of staged value files (stage format 2,
+    /// docs/format-blob.md section 6.1) in bytes; 0 (the default) = 64 MiB.
+    /// Tests set a small ring to make it wrap.
+    #[doc(hidden)]
+    pub blob_stage_ring_size: u64,
     /// Background garbage collection of value files: with a ratio in
     /// (0, 1], a thread runs [`crate::Db::collect_blob_garbage`] with it every
     /// `blob_gc_interval_ms` (files whose live bytes are below that share of
@@ -183,6 +188,7 @@ impl Default for Options {
             blob_direct_io: false,
             blob_direct_reads: false,
             blob_write_format_v1: false,
+            blob_stage_ring_size: 0,
             blob_gc_live_ratio: 0.0,
             blob_gc_interval_ms: 10_000,
             blob_gc_bytes_per_sec: 64 << 20,
@@ -256,6 +262,13 @@ impl Options {
         }
         if self.min_blob_size > 0 && self.blob_file_size < 64 << 10 {
             return Err(bad("blob_file_size", "must be at least 64 KiB"));
+        }
+        let ring = self.blob_stage_ring_size;
+        if ring != 0 && (ring < 2 << 20 || !ring.is_multiple_of(4096)) {
+            return Err(bad(
+                "blob_stage_ring_size",
+                "must be 0 or a multiple of 4 KiB of at least 2 MiB",
+            ));
         }
         if self.block_restart_interval == 0 {
             return Err(bad("block_restart_interval", "must be at least 1"));
