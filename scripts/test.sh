@@ -16,7 +16,7 @@ cargo clippy --workspace --all-targets --quiet -- -D warnings
 # The engine library as users build it (without the `test-hooks` feature that
 # its own tests turn on): catches code only the hooks keep alive.
 cargo clippy -p shaledb --lib --quiet -- -D warnings
-RUSTDOCFLAGS="-D warnings" cargo doc -p shaledb --no-deps --quiet
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
 log=$(mktemp "${TMPDIR:-/tmp}/shale-test.XXXXXX")
 trap 'rm -f "$log"' EXIT
 cargo test --workspace --quiet 2>&1 | tee "$log"

@@ -103,7 +103,7 @@ enum Cmd {
     Get { key: String },
     /// Delete KEY.
     Delete { key: String },
-    /// Print key<TAB>value lines in key order.
+    /// Print tab-separated key and value lines in key order.
     Scan {
         /// First key (inclusive).
         #[arg(long)]
@@ -115,7 +115,7 @@ enum Cmd {
         #[arg(long)]
         limit: Option<u64>,
     },
-    /// Load key<TAB>value lines from stdin; print each key once its write is acknowledged.
+    /// Load tab-separated key and value lines from stdin; print each key once its write is acknowledged.
     Load {
         /// fsync before acknowledging (one fsync per group of lines).
         #[arg(long)]

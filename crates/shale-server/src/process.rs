@@ -106,7 +106,7 @@ fn first_chars(s: &str, n: usize) -> &str {
 }
 
 /// A connection's handle on its own process-list entry: updates through it
-/// take only the entry's lock (see [`Entry`]).
+/// take only the entry's lock (see `Entry`).
 #[derive(Clone)]
 pub struct ProcessSlot(Arc<Entry>);
 

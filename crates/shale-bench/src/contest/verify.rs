@@ -1,4 +1,4 @@
-//! Checks of what an engine returns against the [`KeySpace`](super::data::KeySpace) rules.
+//! Checks of what an engine returns against the [`KeySpace`] rules.
 //!
 //! After a crash (SIGKILL of the writer child) the parent knows, per domain and thread, a lower
 //! bound `acked` of the writes the child saw acknowledged. Each writer thread issues its writes

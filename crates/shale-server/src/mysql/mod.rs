@@ -3,7 +3,7 @@
 //! One file per layer: [`wire`] (basic types), [`packet`] (framing),
 //! [`frame`] (framing on the I/O threads), [`handshake`] and [`auth`]
 //! (connection phase, run by `login.rs`), [`results`] (replies), [`conn`]
-//! (one connection's command phase, on an executor thread), [`task`] (one
+//! (one connection's command phase, on an executor thread), `task` (one
 //! connection's I/O task tying them together).
 
 pub mod auth;

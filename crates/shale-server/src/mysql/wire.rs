@@ -4,7 +4,8 @@
 //!
 //! [`Reader`] decodes a packet payload without ever panicking: every read is
 //! bounds-checked and a short payload is [`ProtocolError::Malformed`] naming
-//! what was being read. [`Writer`] helpers append to a `Vec<u8>`.
+//! what was being read. The `put_*` helpers ([`put_lenenc_int`],
+//! [`put_lenenc_bytes`], [`put_nul_bytes`]) append to a `Vec<u8>`.
 //!
 //! Worked example: the length-encoded integer 300 is `fc 2c 01` (0xfc, then
 //! two little-endian bytes), and the length-encoded string "ab" is `02 61 62`.
