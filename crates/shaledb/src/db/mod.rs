@@ -615,9 +615,7 @@ impl Db {
     /// A property: `shale.stats` (human-readable), `shale.num-extents-at-level<N>`,
     /// `shale.bytes-at-level<N>`, `shale.memtable-bytes`, `shale.cache-hits`,
     /// `shale.cache-misses`, `shale.write-amplification`, `shale.stall-micros`,
-    /// `shale.compaction-bytes-reused`, `shale.l0-runs`, `shale.write-followers`
-    /// (writers that waited for another's commit group) and
-    /// `shale.write-follower-polls` (those of them that polled before sleeping).
+    /// `shale.compaction-bytes-reused`, `shale.l0-runs`.
     pub fn property(&self, name: &str) -> Option<String> {
         stats::property(&self.inner, name)
     }

@@ -16,10 +16,6 @@ pub(crate) struct DbStats {
     /// Point reads; sharded: every get bumps it (`util/counter.rs`).
     pub gets: crate::util::counter::ShardedCounter,
     pub stall_micros: AtomicU64,
-    /// Writers that waited for a group led by another (group commit).
-    pub write_followers: AtomicU64,
-    /// Of those, the ones that polled before sleeping (`db/write.rs`).
-    pub follower_polls: AtomicU64,
     pub flushes: AtomicU64,
     pub flushes_to_l0: AtomicU64,
     pub flush_bytes_written: AtomicU64,
@@ -175,8 +171,6 @@ pub(crate) fn property(inner: &std::sync::Arc<DbInner>, name: &str) -> Option<St
         "shale.cache-usage" => cache.map_or(0, |c| c.usage_bytes).to_string(),
         "shale.write-amplification" => format!("{:.3}", s.write_amplification()),
         "shale.stall-micros" => s.stall_micros.load(Ordering::Relaxed).to_string(),
-        "shale.write-followers" => s.write_followers.load(Ordering::Relaxed).to_string(),
-        "shale.write-follower-polls" => s.follower_polls.load(Ordering::Relaxed).to_string(),
         "shale.compaction-bytes-reused" => s
             .compaction_bytes_reused
             .load(Ordering::Relaxed)
@@ -256,12 +250,6 @@ fn stats_string(inner: &DbInner) -> String {
         ld(&s.write_batches),
         ld(&s.write_groups),
         ld(&s.user_bytes_written)
-    );
-    let _ = writeln!(
-        out,
-        "group commit followers: {}, of which polled {}",
-        ld(&s.write_followers),
-        ld(&s.follower_polls)
     );
     let _ = writeln!(out, "gets: {}", s.gets.get());
     let _ = writeln!(

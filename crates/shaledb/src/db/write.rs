@@ -83,19 +83,6 @@ pub(crate) struct WriteQueue {
 /// sleep + wake-up costs tens of microseconds at the tail.
 const FOLLOWER_POLL: Duration = Duration::from_micros(50);
 
-/// The cores a follower may poll on. A follower polls only while the
-/// writers in the queue (itself, the leader's group, those pending) fit on
-/// them: with more, a poller's `sched_yield` hands its core to another
-/// poller rather than to the leader, and each yield is a context switch
-/// (16 writers on 2 cores: a fifth of the CPU in yields, docs/benchmarks.md
-/// "Issue 12: followers that sleep").
-fn poll_cores() -> u64 {
-    static CORES: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
-    *CORES.get_or_init(|| {
-        std::thread::available_parallelism().map_or(1, |n| n.get() as u64) // usize -> u64: lossless
-    })
-}
-
 /// Entry point of every user write. A batch carrying a two-phase-commit
 /// marker is refused: only the transaction layer writes those.
 pub(crate) fn write(inner: &Arc<DbInner>, wo: &WriteOptions, batch: WriteBatch) -> Result<()> {
@@ -247,25 +234,12 @@ fn enqueue_pending(
             continue;
         }
         if !polled {
-            // A follower: poll (yielding the core) until a group finishes,
-            // then sleep. Only if the queued writers fit on the cores, or
-            // if this writer leads the next group (the head of `pending`):
-            // it starts that group as soon as this one ends, where a sleeper
-            // would wait for its wake-up (after those of the group's members,
-            // who are woken one by one through the queue's mutex).
+            // A follower whose group is being written: poll (yielding the
+            // core) before sleeping.
             polled = true;
-            inner.stats.write_followers.fetch_add(1, Ordering::Relaxed);
-            let fits = qs.next_ticket - qs.done_below <= poll_cores();
-            let next_leader = qs.pending.front().is_some_and(|p| p.ticket == ticket);
-            if !fits && !next_leader {
-                q.cv.wait(&mut qs);
-                continue;
-            }
-            inner.stats.follower_polls.fetch_add(1, Ordering::Relaxed);
-            let seen = qs.done_below;
             drop(qs);
             let start = Instant::now();
-            while q.done_hint.load(Ordering::Acquire) == seen && start.elapsed() < FOLLOWER_POLL {
+            while q.done_hint.load(Ordering::Acquire) <= ticket && start.elapsed() < FOLLOWER_POLL {
                 std::thread::yield_now();
             }
             qs = q.state.lock();
