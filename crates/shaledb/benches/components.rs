@@ -86,6 +86,35 @@ fn memtable(c: &mut Criterion) {
             black_box(mem.get(k, MAX_SEQUENCE).is_some())
         })
     });
+    // Keys the memtable does not hold: the whole walk, unless a filter
+    // (`MemTable::with_filter`, on in `Db` by default) answers first.
+    let misses = Rng(4).keys(N);
+    let mut it = misses.iter().cycle();
+    g.bench_function("get_miss_1M", |b| {
+        b.iter(|| {
+            let k = it.next().expect("cycle");
+            black_box(mem.get(k, MAX_SEQUENCE).is_some())
+        })
+    });
+    let filtered = MemTable::new(1).with_filter(64 << 20);
+    for (seq, k) in (1u64..).zip(&keys) {
+        filtered.add(seq, ValueKind::Put, k, &VALUE);
+    }
+    let mut it = misses.iter().cycle();
+    g.bench_function("get_miss_1M_filtered", |b| {
+        b.iter(|| {
+            let k = it.next().expect("cycle");
+            black_box(filtered.get(k, MAX_SEQUENCE).is_some())
+        })
+    });
+    let mut it = lookups.iter().cycle();
+    g.bench_function("get_hit_1M_filtered", |b| {
+        b.iter(|| {
+            let k = it.next().expect("cycle");
+            black_box(filtered.get(k, MAX_SEQUENCE).is_some())
+        })
+    });
+    drop(filtered);
     // Fresh keys into the same (now >= 1M-entry) memtable.
     let mut rng = Rng(3);
     let mut seq = N as u64 + 1;

@@ -93,17 +93,28 @@ pub(crate) fn memtable_chunk_size(write_buffer_size: usize) -> usize {
     (write_buffer_size / 16).clamp(16 << 10, 1 << 20)
 }
 
+/// An empty memtable fed by WAL segment `wal_number`, for a buffer of
+/// `buffer_size` bytes, with a filter if `opts` asks for one.
+pub(crate) fn new_memtable(wal_number: u64, buffer_size: usize, opts: &Options) -> Arc<MemTable> {
+    let mem = MemTable::with_chunk_size(wal_number, memtable_chunk_size(buffer_size));
+    Arc::new(if opts.memtable_filter {
+        mem.with_filter(buffer_size)
+    } else {
+        mem
+    })
+}
+
 impl Generation {
     pub(crate) fn new(
         wal_number: u64,
         cfs: impl Iterator<Item = CfId>,
-        write_buffer_size: usize,
+        buffer_size: usize,
+        opts: &Options,
     ) -> Self {
-        let chunk = memtable_chunk_size(write_buffer_size);
         Generation {
             wal_number,
             mems: cfs
-                .map(|id| (id, Arc::new(MemTable::with_chunk_size(wal_number, chunk))))
+                .map(|id| (id, new_memtable(wal_number, buffer_size, opts)))
                 .collect(),
         }
     }
@@ -311,7 +322,12 @@ impl Db {
             .collect::<BTreeMap<_, _>>();
         let inner = Arc::new(DbInner {
             state: Mutex::new(DbState {
-                active: Generation::new(0, version.cfs.keys().copied(), opts.write_buffer_size),
+                active: Generation::new(
+                    0,
+                    version.cfs.keys().copied(),
+                    opts.write_buffer_size,
+                    &opts,
+                ),
                 frozen: VecDeque::new(),
                 cf_names,
                 l1_busy: BTreeSet::new(),
@@ -511,10 +527,7 @@ impl Db {
         let wal_number = st.active.wal_number;
         st.active.mems.insert(
             id,
-            Arc::new(MemTable::with_chunk_size(
-                wal_number,
-                memtable_chunk_size(inner.opts.write_buffer_size),
-            )),
+            new_memtable(wal_number, inner.opts.write_buffer_size, &inner.opts),
         );
         background::install_super_version(inner, &st);
         Ok(id)

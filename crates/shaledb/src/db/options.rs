@@ -32,6 +32,11 @@ pub struct Options {
     /// bounded by it. Pinned blocks cost ~1.3 bytes per key for a 10-bit
     /// filter plus one index entry per data block.
     pub pin_index_and_filter_all_levels: bool,
+    /// Keep a bloom filter over each memtable's user keys (1/64 of
+    /// `write_buffer_size`), so a point get of a key a memtable does not
+    /// hold skips its skiplist walk (docs/architecture.md, "The memtable
+    /// filter"; RocksDB's `memtable_whole_key_filtering`). Default on.
+    pub memtable_filter: bool,
     /// Uncompressed size a data block is cut at.
     pub block_size: usize,
     /// Entries between restart points in data blocks.
@@ -160,6 +165,7 @@ impl Default for Options {
             block_cache_size: 64 << 20,
             bloom_bits_per_key: 10,
             pin_index_and_filter_all_levels: false,
+            memtable_filter: true,
             block_size: 16 << 10,
             block_restart_interval: 16,
             extent_size: 2 << 20,
@@ -208,6 +214,7 @@ impl std::fmt::Debug for Options {
                 "pin_index_and_filter_all_levels",
                 &self.pin_index_and_filter_all_levels,
             )
+            .field("memtable_filter", &self.memtable_filter)
             .field("num_levels", &self.num_levels)
             .field("wal_mapped_writes", &self.wal_mapped_writes)
             .field("recovery_threads", &self.recovery_threads)

@@ -83,6 +83,7 @@ pub(crate) fn recover(inner: &Arc<DbInner>, log_number: u64) -> Result<InDoubt> 
                 .unwrap_or(0),
             cfs.into_iter(),
             switch_size(&inner.opts),
+            &inner.opts,
         );
         background::install_super_version(inner, &st);
     }
@@ -336,7 +337,12 @@ pub(crate) fn freeze_active(inner: &Arc<DbInner>, segment: u64) -> Result<Genera
     // The new generation continues the same segment: flushing the frozen
     // one must not retire `segment`, and it does not, because the log
     // number after that flush is this generation's number, `segment`.
-    let fresh = Generation::new(segment, cfs.into_iter(), switch_size(&inner.opts));
+    let fresh = Generation::new(
+        segment,
+        cfs.into_iter(),
+        switch_size(&inner.opts),
+        &inner.opts,
+    );
     let old = std::mem::replace(&mut st.active, fresh.clone());
     st.frozen.push_back(old);
     let too_many = st.frozen.len() + 1 >= inner.opts.max_write_buffer_number;

@@ -740,7 +740,12 @@ pub(crate) fn switch_memtable(inner: &Arc<DbInner>, wal: &mut WalState) -> Resul
     let cfs: Vec<u32> = st.active.mems.keys().copied().collect();
     let old = std::mem::replace(
         &mut st.active,
-        super::Generation::new(number, cfs.into_iter(), inner.opts.write_buffer_size),
+        super::Generation::new(
+            number,
+            cfs.into_iter(),
+            inner.opts.write_buffer_size,
+            &inner.opts,
+        ),
     );
     // Even an empty generation is queued: its flush is what retires its WAL segment.
     st.frozen.push_back(old);

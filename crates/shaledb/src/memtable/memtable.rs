@@ -19,6 +19,7 @@ use std::sync::Arc;
 use crossbeam::utils::CachePadded;
 use parking_lot::RwLock;
 
+use super::filter::MemFilter;
 use super::skiplist::{Cursor, SkipList};
 use crate::error::Result;
 use crate::iter::InternalIterator;
@@ -66,6 +67,9 @@ pub struct MemTable {
     /// Guards the range tombstones (writers push, readers scan).
     range_dels: RwLock<Vec<RangeTombstone>>,
     stats: CachePadded<Stats>,
+    /// The user keys of the point entries (`filter.rs`); `None` when the
+    /// options turn it off. Set before the entry is linked.
+    filter: Option<MemFilter>,
 }
 
 impl MemTable {
@@ -93,7 +97,16 @@ impl MemTable {
                 smallest_seq: AtomicU64::new(u64::MAX),
                 largest_seq: AtomicU64::new(0),
             }),
+            filter: None,
         }
+    }
+
+    /// The same memtable with a filter over its point entries' user keys
+    /// (docs/architecture.md, "The memtable filter"), sized for a buffer
+    /// of `write_buffer_size` bytes. Call before the first `add`.
+    pub fn with_filter(mut self, write_buffer_size: usize) -> Self {
+        self.filter = Some(MemFilter::for_buffer(write_buffer_size));
+        self
     }
 
     /// The WAL segment number that feeds this memtable.
@@ -128,6 +141,11 @@ impl MemTable {
                 self.range_del_count.store(list.len(), Ordering::Release);
             }
             ValueKind::Put | ValueKind::Delete | ValueKind::BlobIndex => {
+                // Before the insert's Release CAS publishes the entry: a
+                // get ordered after this write then sees the bits set.
+                if let Some(f) = &self.filter {
+                    f.add(user_key);
+                }
                 if !self.list.insert(user_key, pack_trailer(seq, kind), value) {
                     return;
                 }
@@ -150,6 +168,11 @@ impl MemTable {
 
     /// The newest point entry of `user_key` with `seq <= snapshot`.
     pub fn get(&self, user_key: &[u8], snapshot: SequenceNumber) -> Option<MemGet<'_>> {
+        if let Some(f) = &self.filter {
+            if !f.may_contain(user_key) {
+                return None;
+            }
+        }
         let target = pack_trailer(snapshot.min(MAX_SEQUENCE), KIND_FOR_SEEK);
         let (key, value) = self.list.get_ge(user_key, target)?;
         let parsed = parse_internal_key(key)?;

@@ -5,7 +5,9 @@
 //! - [`skiplist`]: a concurrent skiplist of internal keys with values stored
 //!   inline in the arena (lock-free reads, CAS-based concurrent inserts);
 //!   `node` holds its node layout and the unsafe accessors.
-//! - [`MemTable`]: the skiplist plus range tombstones and counters.
+//! - [`MemTable`]: the skiplist plus range tombstones and counters, and
+//!   `filter` (a bloom filter over the user keys, so a get of an absent
+//!   key skips the skiplist walk).
 //!
 //! Worked example:
 //!
@@ -35,6 +37,7 @@
 //! ```
 
 pub mod arena;
+mod filter;
 #[allow(clippy::module_inception)] // file layout fixed by the design: memtable/memtable.rs
 mod memtable;
 mod node;
