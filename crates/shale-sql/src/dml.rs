@@ -254,10 +254,7 @@ impl<'a> Dml<'a> {
                 let zero = v.to_i128() == Some(0);
                 if v.is_null() || zero {
                     let id = if def.primary().is_some_and(|pk| pk.columns.contains(&c.id)) {
-                        let taken = self.cat.claim_autoinc(def.id)?;
-                        let id = taken.value;
-                        claim = Some(taken);
-                        id
+                        self.cat.claim_autoinc_into(def.id, &mut claim)?
                     } else {
                         self.cat.next_autoinc(def.id)?
                     };
@@ -277,10 +274,7 @@ impl<'a> Dml<'a> {
                 self.note_autoinc_of(&def, &row)?;
             }
             let row_id = if def.hidden_pk {
-                let taken = self.cat.claim_autoinc(def.id)?;
-                let id = taken.value;
-                claim = Some(taken);
-                Some(id)
+                Some(self.cat.claim_autoinc_into(def.id, &mut claim)?)
             } else {
                 None
             };

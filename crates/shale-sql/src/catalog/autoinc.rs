@@ -59,7 +59,7 @@ use std::collections::HashMap;
 const AUTOINC_BATCH: u64 = 1024;
 
 #[derive(Default, Clone, Copy)]
-struct Counter64 {
+struct AutoIncCounter {
     next: u64,
     /// Values below this are covered by the persisted high-water mark.
     reserved: u64,
@@ -69,7 +69,7 @@ struct Counter64 {
 /// (`Catalog::autoinc`) so that a claim and a note are ordered.
 #[derive(Default)]
 pub(super) struct AutoIncState {
-    counters: HashMap<u32, Counter64, foldhash::fast::RandomState>,
+    counters: HashMap<u32, AutoIncCounter, foldhash::fast::RandomState>,
     /// `(table id, value)` handed out and not yet confirmed: `true` once
     /// an explicit value equal to it was noted.
     pending: HashMap<(u32, u64), bool, foldhash::fast::RandomState>,
@@ -125,7 +125,7 @@ impl Catalog {
         self.autoinc.lock().counters.remove(&table_id);
     }
 
-    fn counter(&self, state: &AutoIncState, table_id: u32) -> Result<Counter64> {
+    fn counter(&self, state: &AutoIncState, table_id: u32) -> Result<AutoIncCounter> {
         if let Some(a) = state.counters.get(&table_id) {
             return Ok(*a);
         }
@@ -133,7 +133,7 @@ impl Catalog {
             Some(v) => unframe::<Counter>(&v, "auto-increment counter")?.value,
             None => 1,
         };
-        Ok(Counter64 {
+        Ok(AutoIncCounter {
             next: persisted,
             reserved: persisted,
         })
@@ -160,6 +160,19 @@ impl Catalog {
             value,
             open: true,
         })
+    }
+
+    /// [`Catalog::claim_autoinc`] into `slot` (an INSERT's one claim per
+    /// row; a claim already there is dropped); returns the value.
+    pub fn claim_autoinc_into<'c>(
+        &'c self,
+        table_id: u32,
+        slot: &mut Option<Claim<'c>>,
+    ) -> Result<u64> {
+        let claim = self.claim_autoinc(table_id)?;
+        let value = claim.value;
+        *slot = Some(claim);
+        Ok(value)
     }
 
     fn take_next(&self, state: &mut AutoIncState, table_id: u32) -> Result<u64> {
@@ -192,7 +205,7 @@ impl Catalog {
         Ok(())
     }
 
-    fn reserve(&self, a: &mut Counter64, table_id: u32) -> Result<()> {
+    fn reserve(&self, a: &mut AutoIncCounter, table_id: u32) -> Result<()> {
         if a.next > a.reserved {
             let reserved = a.next.saturating_add(AUTOINC_BATCH);
             self.db.put_cf(

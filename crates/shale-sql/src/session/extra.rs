@@ -129,13 +129,7 @@ impl Session {
                     self.commit()?;
                     return Ok(Some(Output::affected(0)));
                 }
-                self.cat()
-                    .engine()
-                    .commit_prepared(&x)
-                    .map_err(|e| match e {
-                        shaledb::Error::UnknownXid(_) => Error::UnknownXid,
-                        other => Error::Engine(other),
-                    })?;
+                self.cat().engine().commit_prepared(&x).map_err(xa_error)?;
                 Ok(Some(Output::affected(0)))
             }
             "ROLLBACK" => {
@@ -143,10 +137,7 @@ impl Session {
                 self.cat()
                     .engine()
                     .rollback_prepared(&x)
-                    .map_err(|e| match e {
-                        shaledb::Error::UnknownXid(_) => Error::UnknownXid,
-                        other => Error::Engine(other),
-                    })?;
+                    .map_err(xa_error)?;
                 Ok(Some(Output::affected(0)))
             }
             "RECOVER" => {
@@ -179,5 +170,14 @@ impl Session {
             }
             _ => Err(Error::Syntax(format!("XA {verb}"))),
         }
+    }
+}
+
+/// XA COMMIT and XA ROLLBACK of an xid the engine does not list as
+/// prepared: MySQL's ER_XAER_NOTA, not an engine error.
+fn xa_error(e: shaledb::Error) -> Error {
+    match e {
+        shaledb::Error::UnknownXid(_) => Error::UnknownXid,
+        other => Error::Engine(other),
     }
 }

@@ -14,7 +14,7 @@
 //! sequence is not yet visible to that reader, so missing it is correct.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use crossbeam::utils::CachePadded;
 use parking_lot::RwLock;
@@ -67,9 +67,13 @@ pub struct MemTable {
     /// Guards the range tombstones (writers push, readers scan).
     range_dels: RwLock<Vec<RangeTombstone>>,
     stats: CachePadded<Stats>,
-    /// The user keys of the point entries (`filter.rs`); `None` when the
-    /// options turn it off. Set before the entry is linked.
-    filter: Option<MemFilter>,
+    /// The buffer size the filter is sized for; 0 when the options turn
+    /// it off.
+    filter_for: usize,
+    /// The user keys of the point entries (`filter.rs`), made at the first
+    /// one (so an idle column family's memtable allocates none) and set
+    /// before each entry is linked.
+    filter: OnceLock<MemFilter>,
 }
 
 impl MemTable {
@@ -97,7 +101,8 @@ impl MemTable {
                 smallest_seq: AtomicU64::new(u64::MAX),
                 largest_seq: AtomicU64::new(0),
             }),
-            filter: None,
+            filter_for: 0,
+            filter: OnceLock::new(),
         }
     }
 
@@ -105,7 +110,7 @@ impl MemTable {
     /// (docs/architecture.md, "The memtable filter"), sized for a buffer
     /// of `write_buffer_size` bytes. Call before the first `add`.
     pub fn with_filter(mut self, write_buffer_size: usize) -> Self {
-        self.filter = Some(MemFilter::for_buffer(write_buffer_size));
+        self.filter_for = write_buffer_size.max(1);
         self
     }
 
@@ -143,8 +148,10 @@ impl MemTable {
             ValueKind::Put | ValueKind::Delete | ValueKind::BlobIndex => {
                 // Before the insert's Release CAS publishes the entry: a
                 // get ordered after this write then sees the bits set.
-                if let Some(f) = &self.filter {
-                    f.add(user_key);
+                if self.filter_for > 0 {
+                    self.filter
+                        .get_or_init(|| MemFilter::for_buffer(self.filter_for))
+                        .add(user_key);
                 }
                 if !self.list.insert(user_key, pack_trailer(seq, kind), value) {
                     return;
@@ -168,7 +175,8 @@ impl MemTable {
 
     /// The newest point entry of `user_key` with `seq <= snapshot`.
     pub fn get(&self, user_key: &[u8], snapshot: SequenceNumber) -> Option<MemGet<'_>> {
-        if let Some(f) = &self.filter {
+        // No filter yet: no entry was added with one, so the walk is short.
+        if let Some(f) = self.filter.get() {
             if !f.may_contain(user_key) {
                 return None;
             }
