@@ -59,6 +59,27 @@ pub(crate) fn get_into(
     key: &[u8],
     value: &mut Vec<u8>,
 ) -> Result<bool> {
+    get_into_at(
+        inner,
+        ro.snapshot.as_ref().map(|s| s.sequence()),
+        cf,
+        key,
+        value,
+    )
+}
+
+/// [`get_into`] at `sequence` (`None`: the newest visible one). The caller
+/// keeps a snapshot of `sequence` registered for the whole call (a
+/// transaction reads at the snapshot it holds), so compaction keeps the
+/// versions this read may need; this saves cloning (registering) the
+/// snapshot again per read.
+pub(crate) fn get_into_at(
+    inner: &Arc<DbInner>,
+    sequence: Option<SequenceNumber>,
+    cf: u32,
+    key: &[u8],
+    value: &mut Vec<u8>,
+) -> Result<bool> {
     value.clear();
     inner.check_open()?;
     // The value files around the sequence: every file a visible BlobIndex
@@ -67,7 +88,7 @@ pub(crate) fn get_into(
     let blobs = inner.blobs.as_deref();
     let before = crate::blob::FileView::start(blobs);
     inner.sv.with(|sv| {
-        let snapshot = read_sequence(inner, ro);
+        let snapshot = sequence.unwrap_or_else(|| inner.visible_sequence.load(Ordering::Acquire));
         let files = crate::blob::FileView::finish(blobs, before);
         let cfs = sv
             .cfs

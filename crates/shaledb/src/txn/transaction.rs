@@ -193,17 +193,33 @@ impl Txn {
     /// Reads `key` from `cf`: own writes first, then the database at the read
     /// snapshot (SI: the one taken at begin; RC: the latest committed state).
     pub fn get_cf(&self, cf: CfId, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let mut value = Vec::new();
+        Ok(self.get_cf_into(cf, key, &mut value)?.then_some(value))
+    }
+
+    /// [`Txn::get_cf`] into the caller's buffer (cleared first): `Ok(true)`
+    /// with the value in `value`, `Ok(false)` if absent. A caller reusing
+    /// `value` saves the allocation per found key.
+    pub fn get_cf_into(&self, cf: CfId, key: &[u8], value: &mut Vec<u8>) -> Result<bool> {
         if self.records_reads() {
             self.reads.borrow_mut().add_point(cf, key);
         }
-        if let Some(v) = self.buffer.get(&(cf, key.to_vec())) {
-            return Ok(v.clone());
+        // Most reads come from transactions that wrote nothing (yet): no
+        // probe, and no owned copy of the key to probe with.
+        if !self.buffer.is_empty() {
+            if let Some(v) = self.buffer.get(&(cf, key.to_vec())) {
+                value.clear();
+                return Ok(match v {
+                    Some(v) => {
+                        value.extend_from_slice(v);
+                        true
+                    }
+                    None => false,
+                });
+            }
         }
-        let ro = ReadOptions {
-            snapshot: self.snapshot.clone(),
-            ..Default::default()
-        };
-        self.db.get_opt(&ro, cf, key)
+        // `self.snapshot` stays registered while this reads at its sequence.
+        crate::db::read::get_into_at(self.db.inner(), self.snapshot_sequence(), cf, key, value)
     }
 
     /// Locks `key` exclusively, then reads it (`SELECT ... FOR UPDATE`).
@@ -561,10 +577,19 @@ impl Txn {
             return;
         }
         self.finished = true;
-        self.buffer.clear();
+        // A read-only statement's transaction (the common case) holds
+        // nothing: even clearing an empty map walks its iterator.
+        if !self.buffer.is_empty() {
+            self.buffer.clear();
+        }
         self.savepoints.clear();
         self.undo.clear();
-        self.unverified.clear();
+        if !self.unverified.is_empty() {
+            self.unverified.clear();
+        }
+        if self.locked.is_empty() && self.shared.is_empty() {
+            return;
+        }
         let mut held = std::mem::take(&mut self.locked);
         held.append(&mut self.shared);
         let keys: Vec<(CfId, Vec<u8>)> = held.into_iter().collect();
