@@ -492,7 +492,7 @@ impl<'a> Executor<'a> {
         &self,
         plan: &SelectPlan,
         sorted: bool,
-        columns: Vec<ColumnMeta>,
+        columns: std::borrow::Cow<'s, [ColumnMeta]>,
         plain: bool,
         sink: &'s mut dyn ResultSink,
     ) -> Result<Pipeline<'a, 's>> {
@@ -531,7 +531,7 @@ impl<'a> Executor<'a> {
             return self.run_union(plan, sink);
         }
         let sorted = plan.ordered && first.is_none() && self.first_range_ordered(plan)?;
-        let columns = plan.projection.iter().map(|c| c.meta.clone()).collect();
+        let columns = std::borrow::Cow::Borrowed(plan.columns());
         // Values of plain table columns always fit their declared types.
         let plain = !plan.aggregate
             && plan
@@ -576,7 +576,7 @@ impl<'a> Executor<'a> {
         let mut columns = columns.unwrap_or_default();
         conform(&mut columns, &mut rows);
         // Conformed: every value fits its column, so rows may stream.
-        let mut out = self.pipeline(plan, false, columns, true, sink)?;
+        let mut out = self.pipeline(plan, false, columns.into(), true, sink)?;
         for r in rows {
             let keys = plan
                 .order_by

@@ -22,6 +22,7 @@ use crate::executor::group_key;
 use crate::output::{conform, row_fits, ColumnMeta, ConformStats, Conversions};
 use crate::sort::Sorter;
 use crate::types::Datum;
+use std::borrow::Cow;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Receives a result set: its columns once, then its rows in order.
@@ -83,8 +84,10 @@ impl ResultSink for Collect {
 }
 
 /// How a pipeline was asked to run.
-pub(crate) struct Shape<'a> {
-    pub columns: Vec<ColumnMeta>,
+pub(crate) struct Shape<'a, 's> {
+    /// Borrowed from a plan when it has them ([`crate::select::SelectPlan::columns`]);
+    /// copied only by a sink that keeps them or a sort that retypes them.
+    pub columns: Cow<'s, [ColumnMeta]>,
     /// ORDER BY directions; empty when no sort is needed.
     pub desc: Vec<bool>,
     pub distinct: bool,
@@ -101,7 +104,7 @@ pub(crate) struct Shape<'a> {
 /// ORDER BY / DISTINCT / OFFSET / LIMIT between the row source and a sink.
 pub(crate) struct Pipeline<'a, 's> {
     sink: &'s mut dyn ResultSink,
-    columns: Vec<ColumnMeta>,
+    columns: Cow<'s, [ColumnMeta]>,
     interrupt: Option<&'a AtomicBool>,
     /// `None`: direct.
     sorter: Option<Sorter>,
@@ -116,7 +119,7 @@ pub(crate) struct Pipeline<'a, 's> {
 }
 
 impl<'a, 's> Pipeline<'a, 's> {
-    pub(crate) fn new(shape: Shape<'a>, sink: &'s mut dyn ResultSink) -> Result<Self> {
+    pub(crate) fn new(shape: Shape<'a, 's>, sink: &'s mut dyn ResultSink) -> Result<Self> {
         let streaming = sink.streaming();
         let sorting = !shape.desc.is_empty();
         let direct = !sorting && !shape.distinct && (!streaming || shape.plain);
@@ -131,7 +134,7 @@ impl<'a, 's> Pipeline<'a, 's> {
             // A direct pipeline has no sorter (`finish`) and checks rows
             // against the columns only for a streaming sink (`push`): the
             // sink can have them.
-            sink.take_columns(std::mem::take(&mut columns))?;
+            sink.take_columns(std::mem::take(&mut columns).into_owned())?;
         }
         let sorter = (!direct).then(|| {
             Sorter::new(
@@ -253,7 +256,7 @@ impl<'a, 's> Pipeline<'a, 's> {
             return Ok(());
         };
         let conv = match self.stats.take() {
-            Some(st) => Some(st.decide(&mut self.columns)),
+            Some(st) => Some(st.decide(self.columns.to_mut())),
             None => None,
         };
         self.sink.columns(&self.columns)?;

@@ -64,6 +64,13 @@ pub struct SelectPlan {
     pub aggregate: bool,
     pub having: Option<BExpr>,
     pub projection: Vec<OutCol>,
+    /// The result's column definitions, made from `projection` the first
+    /// time the plan runs ([`SelectPlan::columns`]): a cached plan (a
+    /// prepared statement's) hands the same ones to every execution
+    /// instead of five strings cloned per column per execution. So
+    /// `projection` must not change once the plan has run (a cached plan is
+    /// shared and never changes).
+    pub(crate) out_columns: std::sync::OnceLock<Vec<crate::output::ColumnMeta>>,
     pub order_by: Vec<(BExpr, bool)>,
     /// The first table's read order satisfies ORDER BY (`order.rs`).
     pub ordered: bool,
@@ -76,6 +83,14 @@ pub struct SelectPlan {
     pub outer_refs: Vec<usize>,
     /// UNION [ALL] arms after this one: (plan, all).
     pub unions: Vec<(SelectPlan, bool)>,
+}
+
+impl SelectPlan {
+    /// The result's column definitions (see `out_columns`).
+    pub(crate) fn columns(&self) -> &[crate::output::ColumnMeta] {
+        self.out_columns
+            .get_or_init(|| self.projection.iter().map(|c| c.meta.clone()).collect())
+    }
 }
 
 /// Plans statements for one session.
@@ -252,6 +267,7 @@ impl<'a> Planner<'a> {
                     aggregate: false,
                     having: None,
                     projection: Vec::new(),
+                    out_columns: Default::default(),
                     order_by,
                     ordered: false,
                     distinct: false,
@@ -609,6 +625,7 @@ impl<'a> Planner<'a> {
             aggregate,
             having,
             projection,
+            out_columns: Default::default(),
             order_by,
             ordered,
             distinct,

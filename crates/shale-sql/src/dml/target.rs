@@ -163,6 +163,7 @@ impl Dml<'_> {
             aggregate: false,
             having: None,
             projection: Vec::new(),
+            out_columns: Default::default(),
             order_by: Vec::new(),
             ordered: false,
             distinct: false,
