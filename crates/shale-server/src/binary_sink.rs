@@ -19,6 +19,38 @@ use crate::sql_backend::{convert_column, to_value};
 use shale_sql::{ColumnMeta, Datum, ResultSink};
 use std::sync::Arc;
 
+/// Buffers a prepared statement keeps for its executions' sinks, so an
+/// execution allocates neither (nor, for a string column, the string's
+/// buffer) once the first has sized them.
+#[derive(Default)]
+pub(crate) struct SinkScratch {
+    /// The result columns' protocol types.
+    types: Vec<ColumnType>,
+    /// The row being encoded, reused for the next.
+    row: Vec<Value>,
+}
+
+/// Bytes of string buffers a statement's scratch row may keep between
+/// executions: a row of large values is not held by an idle statement.
+const KEEP_ROW_BYTES: usize = 16 << 10;
+
+impl SinkScratch {
+    /// Drops the row's buffers if they hold more than [`KEEP_ROW_BYTES`].
+    fn trim(&mut self) {
+        let held: usize = self
+            .row
+            .iter()
+            .map(|v| match v {
+                Value::Bytes(b) => b.capacity(),
+                _ => 0,
+            })
+            .sum();
+        if held > KEEP_ROW_BYTES {
+            self.row = Vec::new();
+        }
+    }
+}
+
 /// Encodes a result set's rows as they come.
 pub(crate) struct BinarySink<'a> {
     /// The statement's columns as prepared, and their protocol form: a
@@ -28,26 +60,29 @@ pub(crate) struct BinarySink<'a> {
     prepared_columns: &'a Arc<[Column]>,
     /// Set when the SQL layer gives the result's columns.
     columns: Option<Arc<[Column]>>,
-    types: Vec<ColumnType>,
-    /// The row being encoded, reused for the next.
-    scratch: Vec<Value>,
+    scratch: &'a mut SinkScratch,
     rows: EncodedRows,
 }
 
 impl<'a> BinarySink<'a> {
-    pub(crate) fn new(prepared: &'a [ColumnMeta], prepared_columns: &'a Arc<[Column]>) -> Self {
+    pub(crate) fn new(
+        prepared: &'a [ColumnMeta],
+        prepared_columns: &'a Arc<[Column]>,
+        scratch: &'a mut SinkScratch,
+    ) -> Self {
+        scratch.trim();
         BinarySink {
             prepared,
             prepared_columns,
             columns: None,
-            types: Vec::new(),
-            scratch: Vec::new(),
+            scratch,
             rows: EncodedRows::default(),
         }
     }
 
     /// The result set, if the statement made one.
     pub(crate) fn finish(self) -> Option<(Arc<[Column]>, EncodedRows)> {
+        self.scratch.trim();
         Some((self.columns?, self.rows))
     }
 }
@@ -59,7 +94,8 @@ impl ResultSink for BinarySink<'_> {
         } else {
             columns.iter().map(convert_column).collect()
         };
-        self.types = cols.iter().map(|c| c.col_type).collect();
+        self.scratch.types.clear();
+        self.scratch.types.extend(cols.iter().map(|c| c.col_type));
         self.columns = Some(cols);
         Ok(())
     }
@@ -69,12 +105,13 @@ impl ResultSink for BinarySink<'_> {
     }
 
     fn row_ref(&mut self, row: &[Datum]) -> shale_sql::Result<()> {
-        self.scratch.resize(row.len(), Value::Null);
-        for (slot, d) in self.scratch.iter_mut().zip(row) {
+        let scratch = &mut *self.scratch;
+        scratch.row.resize(row.len(), Value::Null);
+        for (slot, d) in scratch.row.iter_mut().zip(row) {
             set_value(slot, d);
         }
         self.rows
-            .push(&self.types, &self.scratch)
+            .push(&scratch.types, &scratch.row)
             .map_err(|e| shale_sql::Error::Unsupported(e.to_string()))
     }
 }
@@ -112,7 +149,8 @@ mod tests {
             meta("c", shale_sql::SqlType::VarChar(10)),
         ];
         let prepared: Arc<[Column]> = metas.iter().map(convert_column).collect();
-        let mut sink = BinarySink::new(&metas, &prepared);
+        let mut scratch = SinkScratch::default();
+        let mut sink = BinarySink::new(&metas, &prepared, &mut scratch);
         sink.columns(&metas).unwrap();
         let rows = [
             vec![Datum::Int(7), Datum::text("a longer string")],
@@ -149,7 +187,8 @@ mod tests {
             },
         )];
         let prepared: Arc<[Column]> = metas.iter().map(convert_column).collect();
-        let mut sink = BinarySink::new(&metas, &prepared);
+        let mut scratch = SinkScratch::default();
+        let mut sink = BinarySink::new(&metas, &prepared, &mut scratch);
         let other = vec![meta(
             "x",
             shale_sql::SqlType::Int {
@@ -168,8 +207,31 @@ mod tests {
     }
 
     #[test]
+    fn scratch_is_reused_but_large_rows_are_not_kept() {
+        let metas = vec![meta("c", shale_sql::SqlType::VarChar(100_000))];
+        let prepared: Arc<[Column]> = metas.iter().map(convert_column).collect();
+        let mut scratch = SinkScratch::default();
+        let mut sink = BinarySink::new(&metas, &prepared, &mut scratch);
+        sink.columns(&metas).unwrap();
+        sink.row_ref(&[Datum::text("small")]).unwrap();
+        sink.finish().unwrap();
+        assert_eq!(scratch.types.len(), 1);
+        assert_eq!(scratch.row.len(), 1, "a small row's buffers stay");
+        let mut sink = BinarySink::new(&metas, &prepared, &mut scratch);
+        sink.columns(&metas).unwrap();
+        let big = "x".repeat(KEEP_ROW_BYTES + 1);
+        sink.row_ref(&[Datum::text(&big)]).unwrap();
+        let (_, rows) = sink.finish().unwrap();
+        assert_eq!(rows.iter().count(), 1);
+        assert!(scratch.row.is_empty(), "a large row's buffers are dropped");
+    }
+
+    #[test]
     fn no_columns_no_result_set() {
         let prepared: Arc<[Column]> = Arc::from(Vec::new());
-        assert!(BinarySink::new(&[], &prepared).finish().is_none());
+        let mut scratch = SinkScratch::default();
+        assert!(BinarySink::new(&[], &prepared, &mut scratch)
+            .finish()
+            .is_none());
     }
 }

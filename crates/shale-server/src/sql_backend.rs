@@ -125,6 +125,8 @@ struct PreparedEntry {
     columns: Arc<[Column]>,
     text: String,
     checked: Option<(u64, Option<String>)>,
+    /// The buffers of this statement's result sinks, kept between executions.
+    scratch: crate::binary_sink::SinkScratch,
 }
 
 impl SqlSession {
@@ -210,7 +212,7 @@ impl SqlSession {
             entry.checked = Some((generation, db.map(str::to_owned)));
         }
         let params: Vec<Datum> = params.iter().map(to_datum).collect();
-        let mut sink = BinarySink::new(entry.stmt.columns(), &entry.columns);
+        let mut sink = BinarySink::new(entry.stmt.columns(), &entry.columns, &mut entry.scratch);
         let out = self
             .inner
             .execute_prepared_streaming(&entry.stmt, &params, &mut sink)
@@ -333,6 +335,7 @@ impl Session for SqlSession {
                 columns,
                 text: sql.to_owned(),
                 checked: None,
+                scratch: Default::default(),
             },
         );
         Ok(prepared)

@@ -280,7 +280,7 @@ pub fn key_range(
         });
     };
     let positions = def.index_positions(ix);
-    let mut key = index::prefix(ix.id);
+    let mut key = index::prefix_with_room(ix.id, index::key_room(ix));
     let mut used = 0;
     let mut exact_all = true;
     for (i, (e, pos)) in path.eq.iter().zip(&positions).enumerate() {

@@ -25,7 +25,7 @@ pub fn prefix(index_id: u32) -> Vec<u8> {
 
 /// [`prefix`] in a vector with room for `more` bytes after it (a key
 /// grown byte by byte from 4 bytes was reallocated three times).
-fn prefix_with_room(index_id: u32, more: usize) -> Vec<u8> {
+pub(crate) fn prefix_with_room(index_id: u32, more: usize) -> Vec<u8> {
     let mut k = Vec::with_capacity(4 + more);
     k.extend_from_slice(&index_id.to_be_bytes());
     k
@@ -33,7 +33,7 @@ fn prefix_with_room(index_id: u32, more: usize) -> Vec<u8> {
 
 /// Room for the encoded columns of `index`: 9 bytes covers a flag and an
 /// integer; longer values grow the key as before.
-fn key_room(index: &IndexDef) -> usize {
+pub(crate) fn key_room(index: &IndexDef) -> usize {
     9 * index.columns.len()
 }
 

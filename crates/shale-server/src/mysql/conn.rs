@@ -207,9 +207,11 @@ impl<T: Session> Conn<T> {
                     ));
                 }
                 Ok(Reply::Rows { columns, rows }) => {
-                    let mut count = Vec::new();
-                    super::wire::put_lenenc_int(&mut count, columns.len() as u64);
-                    self.out.write_payload(&count);
+                    // Built in the writer's scratch buffer: no allocation per result.
+                    let Ok(()) = self.out.write_payload_with(|b| {
+                        super::wire::put_lenenc_int(b, columns.len() as u64); // usize -> u64: lossless
+                        Ok::<(), std::convert::Infallible>(())
+                    });
                     for c in columns.iter() {
                         self.out.write_payload(&column_definition(c));
                     }

@@ -186,9 +186,11 @@ impl<T: Session> Conn<T> {
     /// definitions (kept with statement `id` while its columns stay the
     /// same, so they are encoded once).
     fn result_header(&mut self, id: u32, columns: Arc<[Column]>, st: u16) -> Defs {
-        let mut count = Vec::new();
-        put_lenenc_int(&mut count, columns.len() as u64); // usize -> u64: lossless
-        self.out.write_payload(&count);
+        // Built in the writer's scratch buffer: no allocation per result.
+        let Ok(()) = self.out.write_payload_with(|b| {
+            put_lenenc_int(b, columns.len() as u64); // usize -> u64: lossless
+            Ok::<(), std::convert::Infallible>(())
+        });
         let kept = self.stmts.by_id.get_mut(&id).and_then(|s| s.defs.take());
         let defs = match kept {
             Some(d) if Arc::ptr_eq(&d.columns, &columns) => d,
