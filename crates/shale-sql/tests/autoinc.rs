@@ -5,21 +5,12 @@
 //! key must never land on an existing row (it would replace it silently).
 #![allow(clippy::unwrap_used, clippy::indexing_slicing)] // a panic in a test is a failure
 
-use shale_sql::{Database, Datum, Error, Output};
+mod common;
+
+use common::{open, rows};
+use shale_sql::{Datum, Error};
 use std::collections::BTreeSet;
 use std::sync::Arc;
-
-fn open(dir: &std::path::Path) -> Database {
-    let db = shaledb::Db::open(dir, shaledb::Options::default()).unwrap();
-    Database::open(db).unwrap()
-}
-
-fn rows(s: &mut shale_sql::Session, sql: &str) -> Vec<Vec<Datum>> {
-    match s.execute(sql).unwrap() {
-        Output::Rows { rows, .. } => rows,
-        other => panic!("{other:?}"),
-    }
-}
 
 /// Every (id, tag) of `t`.
 fn tags(s: &mut shale_sql::Session) -> Vec<(i64, String)> {

@@ -3,23 +3,11 @@
 //! concurrent increments are not lost.
 #![allow(clippy::unwrap_used, clippy::indexing_slicing)] // a panic in a test is a failure
 
-use shale_sql::{Database, Datum, Output};
+mod common;
+
+use common::{count, open};
+use shale_sql::Output;
 use std::sync::Arc;
-
-fn open(dir: &std::path::Path) -> Database {
-    let db = shaledb::Db::open(dir, shaledb::Options::default()).unwrap();
-    Database::open(db).unwrap()
-}
-
-fn count(s: &mut shale_sql::Session, sql: &str) -> i64 {
-    match s.execute(sql).unwrap() {
-        Output::Rows { rows, .. } => match rows[0][0] {
-            Datum::Int(n) => n,
-            ref other => panic!("count is {other:?}"),
-        },
-        other => panic!("{other:?}"),
-    }
-}
 
 #[test]
 fn unique_keys_hold_under_concurrent_inserts() {

@@ -6,31 +6,15 @@
 //! finished or absent (a real child process).
 #![allow(clippy::unwrap_used, clippy::indexing_slicing)] // a panic in a test is a failure
 
+mod common;
+
+use common::{count, open};
 use shale_sql::{Database, Datum, Output, Session};
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-
-fn open(dir: &std::path::Path) -> Database {
-    let db = shaledb::Db::open(dir, shaledb::Options::default()).unwrap();
-    Database::open(db).unwrap()
-}
-
-fn scalar(s: &mut Session, sql: &str) -> Datum {
-    match s.execute(sql).unwrap() {
-        Output::Rows { rows, .. } => rows[0][0].clone(),
-        other => panic!("{sql}: {other:?}"),
-    }
-}
-
-fn count(s: &mut Session, sql: &str) -> i64 {
-    match scalar(s, sql) {
-        Datum::Int(n) => n,
-        other => panic!("{sql}: {other:?}"),
-    }
-}
 
 fn check_table_ok(s: &mut Session, table: &str) {
     check_table_ok_in(s, table, "");

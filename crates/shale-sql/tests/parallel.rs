@@ -3,31 +3,17 @@
 //! path is really taken.
 #![allow(clippy::unwrap_used, clippy::indexing_slicing)] // a panic in a test is a failure
 
-use shale_sql::{Database, Output};
+mod common;
 
-fn rows(s: &mut shale_sql::Session, sql: &str) -> Vec<Vec<String>> {
-    match s.execute(sql).unwrap() {
-        Output::Rows { rows, .. } => rows
-            .iter()
-            .map(|r| {
-                r.iter()
-                    .map(|d| d.to_text().unwrap_or_else(|| "NULL".into()))
-                    .collect()
-            })
-            .collect(),
-        other => panic!("{other:?}"),
-    }
-}
+use common::{open, parallel_scans_possible, text_rows};
 
 #[test]
 fn parallel_aggregates_equal_serial_ones() {
-    if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
-        eprintln!("one CPU: the parallel path is never taken; nothing to compare");
+    if !parallel_scans_possible() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let sql = Database::open(shaledb::Db::open(dir.path(), shaledb::Options::default()).unwrap())
-        .unwrap();
+    let sql = open(dir.path());
     let mut s = sql.session();
     s.execute("CREATE DATABASE p").unwrap();
     s.execute("USE p").unwrap();
@@ -60,11 +46,11 @@ fn parallel_aggregates_equal_serial_ones() {
         "SELECT SUM(k) FROM t WHERE id > 19990",
     ];
     let before = sql.parallel_scans();
-    let parallel: Vec<_> = queries.iter().map(|q| rows(&mut s, q)).collect();
+    let parallel: Vec<_> = queries.iter().map(|q| text_rows(&mut s, q)).collect();
     let used = sql.parallel_scans() - before;
     assert!(used >= 4, "the parallel path ran {used} times");
     s.execute("BEGIN").unwrap();
-    let serial: Vec<_> = queries.iter().map(|q| rows(&mut s, q)).collect();
+    let serial: Vec<_> = queries.iter().map(|q| text_rows(&mut s, q)).collect();
     s.execute("COMMIT").unwrap();
     assert_eq!(
         sql.parallel_scans() - before,

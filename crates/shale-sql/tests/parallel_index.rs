@@ -6,25 +6,14 @@
 //! deletes, updates, DROP/CREATE INDEX and TRUNCATE (range tombstones).
 #![allow(clippy::unwrap_used, clippy::indexing_slicing)] // a panic in a test is a failure
 
-use shale_sql::{Database, Output, Session};
+mod common;
+
+use common::{open, parallel_scans_possible, text_rows};
+use shale_sql::{Database, Session};
 use std::collections::BTreeMap;
 
-fn rows(s: &mut Session, sql: &str) -> Vec<Vec<String>> {
-    match s.execute(sql).unwrap() {
-        Output::Rows { rows, .. } => rows
-            .iter()
-            .map(|r| {
-                r.iter()
-                    .map(|d| d.to_text().unwrap_or_else(|| "NULL".into()))
-                    .collect()
-            })
-            .collect(),
-        other => panic!("{other:?}"),
-    }
-}
-
 fn one(s: &mut Session, sql: &str) -> String {
-    rows(s, sql)[0].join(" ")
+    text_rows(s, sql)[0].join(" ")
 }
 
 /// The model: id -> (k, c, pad).
@@ -201,7 +190,7 @@ fn verify(sql: &Database, s: &mut Session, m: &Model, stage: &str) {
             (q, got)
         })
         .collect();
-    let auto_cmp: Vec<_> = COMPARED.iter().map(|q| rows(s, q)).collect();
+    let auto_cmp: Vec<_> = COMPARED.iter().map(|q| text_rows(s, q)).collect();
     let used = sql.parallel_scans() - before;
     if !m.is_empty() {
         assert!(
@@ -214,7 +203,7 @@ fn verify(sql: &Database, s: &mut Session, m: &Model, stage: &str) {
         assert_eq!(&one(s, q), want, "{stage} (in a transaction): {q}");
     }
     for (q, p) in COMPARED.iter().zip(&auto_cmp) {
-        assert_eq!(&rows(s, q), p, "{stage}: {q}");
+        assert_eq!(&text_rows(s, q), p, "{stage}: {q}");
     }
     s.execute("COMMIT").unwrap();
     assert_eq!(
@@ -226,13 +215,11 @@ fn verify(sql: &Database, s: &mut Session, m: &Model, stage: &str) {
 
 #[test]
 fn partitioned_aggregates_are_exact() {
-    if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
-        eprintln!("one CPU: the parallel path is never taken; nothing to compare");
+    if !parallel_scans_possible() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let sql = Database::open(shaledb::Db::open(dir.path(), shaledb::Options::default()).unwrap())
-        .unwrap();
+    let sql = open(dir.path());
     let mut s = sql.session();
     s.execute("CREATE DATABASE p").unwrap();
     s.execute("USE p").unwrap();
@@ -272,8 +259,7 @@ fn partitioned_aggregates_are_exact() {
 #[test]
 fn transactions_see_their_own_writes_and_their_snapshot() {
     let dir = tempfile::tempdir().unwrap();
-    let sql = Database::open(shaledb::Db::open(dir.path(), shaledb::Options::default()).unwrap())
-        .unwrap();
+    let sql = open(dir.path());
     let mut s = sql.session();
     s.execute("CREATE DATABASE p").unwrap();
     s.execute("USE p").unwrap();

@@ -4,12 +4,10 @@
 //! indexes an older snapshot may read.
 #![allow(clippy::unwrap_used, clippy::indexing_slicing)] // a panic in a test is a failure
 
-use shale_sql::{Database, Datum, Output, PreparedStatement, Session};
+mod common;
 
-fn open(dir: &std::path::Path) -> Database {
-    let db = shaledb::Db::open(dir, shaledb::Options::default()).unwrap();
-    Database::open(db).unwrap()
-}
+use common::{open, rows};
+use shale_sql::{Datum, Output, PreparedStatement, Session};
 
 fn run(s: &mut Session, p: &PreparedStatement, params: &[Datum]) -> Vec<Vec<Datum>> {
     match s.execute_prepared(p, params).unwrap() {
@@ -141,13 +139,6 @@ fn affected(s: &mut Session, p: &PreparedStatement, params: &[Datum]) -> u64 {
     }
 }
 
-fn query(s: &mut Session, sql: &str) -> Vec<Vec<Datum>> {
-    match s.execute(sql).unwrap() {
-        Output::Rows { rows, .. } => rows,
-        other => panic!("{other:?}"),
-    }
-}
-
 /// A prepared UPDATE or DELETE keeps its plan too (sysbench's write
 /// statements), with each execution's parameters; a dictionary change,
 /// here a new index, makes it plan again, so the index is maintained.
@@ -167,7 +158,7 @@ fn prepared_updates_and_deletes_reuse_their_plan_and_maintain_a_new_index() {
     assert_eq!(affected(&mut s, &del, &[Datum::Int(5)]), 0);
     assert_eq!(db.plans_reused(), before + 3, "planned once each");
     assert_eq!(
-        query(&mut s, "SELECT id, c FROM t"),
+        rows(&mut s, "SELECT id, c FROM t"),
         [(1, 111), (2, 122), (3, 103), (4, 104)]
             .map(|(i, c)| vec![Datum::Int(i), Datum::Int(c)])
             .to_vec()
@@ -177,7 +168,7 @@ fn prepared_updates_and_deletes_reuse_their_plan_and_maintain_a_new_index() {
     s.execute("USE b").unwrap();
     assert_eq!(affected(&mut s, &upd, &[Datum::Int(1), Datum::Int(1)]), 1);
     assert_eq!(
-        query(&mut s, "SELECT c FROM t WHERE id = 1"),
+        rows(&mut s, "SELECT c FROM t WHERE id = 1"),
         vec![vec![Datum::Int(202)]]
     );
     s.execute("USE a").unwrap();
@@ -201,7 +192,7 @@ fn prepared_updates_and_deletes_reuse_their_plan_and_maintain_a_new_index() {
     assert!(run(&mut s, &by_index, &[Datum::Int(103)]).is_empty());
     assert_eq!(affected(&mut s, &del, &[Datum::Int(3)]), 1);
     assert!(run(&mut s, &by_index, &[Datum::Int(504)]).is_empty());
-    let msgs: Vec<String> = query(&mut s, "CHECK TABLE t")
+    let msgs: Vec<String> = rows(&mut s, "CHECK TABLE t")
         .iter()
         .map(|r| r[3].to_text().unwrap())
         .collect();

@@ -5,13 +5,11 @@
 //! still need.
 #![allow(clippy::unwrap_used, clippy::indexing_slicing)] // a panic in a test is a failure
 
-use shale_sql::{Database, Datum, Output, Session};
-use std::time::{Duration, Instant};
+mod common;
 
-fn open(dir: &std::path::Path) -> Database {
-    let db = shaledb::Db::open(dir, shaledb::Options::default()).unwrap();
-    Database::open(db).unwrap()
-}
+use common::open;
+use shale_sql::{Datum, Output, Session};
+use std::time::{Duration, Instant};
 
 fn rows(s: &mut Session, sql: &str) -> Vec<Vec<String>> {
     match s.execute(sql).unwrap() {

@@ -6,24 +6,15 @@
 // Test code: a panic is a test failure with its message.
 #![allow(clippy::indexing_slicing, clippy::unwrap_used)]
 
+mod common;
+
+use common::{open, rows};
 use proptest::prelude::*;
-use shale_sql::{ColumnMeta, Database, Datum, Output, ResultSink, Session};
+use shale_sql::{ColumnMeta, Datum, Output, ResultSink, Session};
 use std::cmp::Ordering;
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
-
-fn open(dir: &Path) -> Database {
-    let db = shaledb::Db::open(dir, shaledb::Options::default()).unwrap();
-    Database::open(db).unwrap()
-}
-
-fn rows(s: &mut Session, sql: &str) -> Vec<Vec<Datum>> {
-    match s.execute(sql).unwrap() {
-        Output::Rows { rows, .. } => rows,
-        other => panic!("{sql}: rows expected, got {other:?}"),
-    }
-}
 
 /// Run files left in the database's temporary directory.
 fn leftovers(dir: &Path) -> usize {

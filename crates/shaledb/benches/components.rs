@@ -1,6 +1,7 @@
 //! Criterion micro-benchmarks of ShaleDB's hot components (project issue 3,
 //! item 6): memtable, data block seek, extent point get, WAL append, bloom
-//! filter probe, block cache lookup, and `Db` put/get end to end.
+//! filter probe, block cache lookup, and `Db` put/get end to end, also
+//! through a memtable and four L0 runs.
 //!
 //! Run with `cargo bench -p shaledb --bench components` (about two minutes;
 //! each benchmark measures for 2 s after a 0.5 s warm-up). Keys are 16 bytes
@@ -283,6 +284,53 @@ fn db_end_to_end(c: &mut Criterion) {
     db.close().expect("close");
 }
 
+/// Point gets through a memtable and four L0 runs (background work off,
+/// so nothing compacts them): a get probes the memtable's filter and each
+/// run's extent filter until one holds the key, newest first.
+fn db_layers(c: &mut Criterion) {
+    const PER_LAYER: usize = 20_000;
+    const RUNS: usize = 4;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let opts = Options {
+        background_threads: false,
+        ..Options::default()
+    };
+    let db = Db::open(dir.path(), opts).expect("open");
+    let wo = WriteOptions {
+        sync: false,
+        disable_wal: false,
+    };
+    let mut rng = Rng(50);
+    let layers: Vec<Vec<[u8; KEY_LEN]>> = (0..=RUNS).map(|_| rng.keys(PER_LAYER)).collect();
+    for (i, layer) in layers.iter().enumerate() {
+        for k in layer {
+            db.put_opt(&wo, k, &VALUE).expect("put");
+        }
+        // The last layer stays in the memtable.
+        if i < RUNS {
+            db.flush().expect("flush");
+        }
+    }
+    // Warm the block cache: the figures are of probes, not of disk reads.
+    for k in layers.iter().flatten() {
+        db.get(k).expect("warm get");
+    }
+    let oldest = shuffled(layers.first().expect("layers"), 51);
+    let misses = Rng(52).keys(PER_LAYER);
+
+    let mut g = c.benchmark_group("db_layers");
+    let mut it = oldest.iter().cycle();
+    g.bench_function("get_hit_oldest_of_4_runs", |b| {
+        b.iter(|| black_box(db.get(it.next().expect("cycle")).expect("get")))
+    });
+    let mut it = misses.iter().cycle();
+    g.bench_function("get_miss_4_runs", |b| {
+        b.iter(|| black_box(db.get(it.next().expect("cycle")).expect("get")))
+    });
+    g.finish();
+    db.close().expect("close");
+}
+
 fn config() -> Criterion {
     Criterion::default()
         .sample_size(20)
@@ -293,6 +341,7 @@ fn config() -> Criterion {
 criterion_group! {
     name = benches;
     config = config();
-    targets = memtable, block_seek, extent_and_filter, wal_append, cache_lookup, db_end_to_end
+    targets = memtable, block_seek, extent_and_filter, wal_append, cache_lookup, db_end_to_end,
+        db_layers
 }
 criterion_main!(benches);

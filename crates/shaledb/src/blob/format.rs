@@ -1,5 +1,6 @@
 //! Byte layout of value files and of the BlobIndex (docs/format-blob.md).
 
+use crate::error::Error;
 use crate::util::coding::{mask_crc, unmask_crc, Reader};
 use std::path::{Path, PathBuf};
 
@@ -156,13 +157,33 @@ pub fn encode_header(version: u32) -> [u8; HEADER_LEN] {
     out
 }
 
-/// Why a header is refused.
-#[derive(Debug, PartialEq, Eq)]
+/// Why the header of a value file ([`check_header`]) or of a key log
+/// (`keylog::check_keylog_header`) is refused. The reasons name the file
+/// kind ("bad magic" / "bad key-log magic"), and [`HeaderError::into_error`]
+/// adds the file's path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum HeaderError {
-    /// Bad magic or CRC.
+    /// Short, bad magic, bad checksum, or (a key log) another value file's
+    /// number.
+    #[error("{0}")]
     Bad(&'static str),
     /// A version this code does not read.
+    #[error("unsupported version {0}")]
     Version(u32),
+}
+
+impl HeaderError {
+    /// The engine's error for this refusal of the header of `file`:
+    /// corruption at offset 0, or an unsupported version.
+    pub fn into_error(self, file: &Path) -> Error {
+        match self {
+            HeaderError::Bad(why) => Error::corruption(file, 0, why),
+            HeaderError::Version(version) => Error::UnsupportedVersion {
+                file: file.to_path_buf(),
+                version,
+            },
+        }
+    }
 }
 
 /// Checks a file header; returns its version (1 or 2).
@@ -373,5 +394,20 @@ mod tests {
         let mut g = f;
         g[5] ^= 1;
         assert_eq!(decode_footer(&g), None);
+    }
+
+    #[test]
+    fn a_refused_header_becomes_an_error_naming_the_file_and_its_kind() {
+        let keylog = Path::new("db/000007.bkey");
+        let e = HeaderError::Bad("bad key-log magic").into_error(keylog);
+        assert!(e.is_corruption());
+        let shown = e.to_string();
+        assert!(shown.contains("000007.bkey") && shown.contains("bad key-log magic"));
+        match HeaderError::Version(3).into_error(keylog) {
+            Error::UnsupportedVersion { file, version } => {
+                assert_eq!((file.as_path(), version), (keylog, 3));
+            }
+            other => panic!("{other:?}"),
+        }
     }
 }

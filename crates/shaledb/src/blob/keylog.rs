@@ -5,7 +5,8 @@
 //! 4 KiB page.
 
 use super::format::{
-    decode_sealing_footer, encode_sealing_footer, value_crc, BlobIndex, FOOTER_MARK, PAGE,
+    decode_sealing_footer, encode_sealing_footer, value_crc, BlobIndex, HeaderError, FOOTER_MARK,
+    PAGE,
 };
 use crate::util::coding::{mask_crc, unmask_crc, Reader};
 use std::path::{Path, PathBuf};
@@ -51,39 +52,28 @@ pub fn encode_keylog_header(number: u64) -> [u8; KEYLOG_HEADER_LEN] {
     out
 }
 
-/// Why a key-log header is refused.
-#[derive(Debug, PartialEq, Eq)]
-pub enum KeylogHeaderError {
-    /// Short, bad magic, bad checksum, or another file's number.
-    Bad(&'static str),
-    /// A key-log version this code does not read.
-    Version(u32),
-}
-
 /// Checks a key-log header for value file `number`.
-pub fn check_keylog_header(bytes: &[u8], number: u64) -> Result<(), KeylogHeaderError> {
-    let short = KeylogHeaderError::Bad("short key-log header");
+pub fn check_keylog_header(bytes: &[u8], number: u64) -> Result<(), HeaderError> {
+    let short = HeaderError::Bad("short key-log header");
     let body = bytes.get(..20).ok_or(short)?;
     let mut r = Reader::new(bytes);
     let magic = r.bytes(8);
     let version = r.u32();
     let file = r.u64();
-    let crc = r
-        .u32()
-        .ok_or(KeylogHeaderError::Bad("short key-log header"))?;
+    let crc = r.u32().ok_or(short)?;
     if magic != Some(KEYLOG_MAGIC.as_slice()) {
-        return Err(KeylogHeaderError::Bad("bad key-log magic"));
+        return Err(HeaderError::Bad("bad key-log magic"));
     }
     if unmask_crc(crc) != crc32c::crc32c(body) {
-        return Err(KeylogHeaderError::Bad("key-log header checksum mismatch"));
+        return Err(HeaderError::Bad("key-log header checksum mismatch"));
     }
     match version {
         Some(KEYLOG_VERSION) => {}
-        Some(v) => return Err(KeylogHeaderError::Version(v)),
-        None => return Err(KeylogHeaderError::Bad("short key-log header")),
+        Some(v) => return Err(HeaderError::Version(v)),
+        None => return Err(short),
     }
     if file != Some(number) {
-        return Err(KeylogHeaderError::Bad("key log names another value file"));
+        return Err(HeaderError::Bad("key log names another value file"));
     }
     Ok(())
 }

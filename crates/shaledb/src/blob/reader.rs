@@ -314,14 +314,7 @@ pub(crate) fn check_header(file: &dyn RandomAccessFile, path: &Path) -> Result<u
     let mut h = [0u8; HEADER_LEN];
     file.read_exact_at(0, &mut h)
         .map_err(|_| Error::corruption(path, 0, "value file shorter than its header"))?;
-    match format::check_header(&h) {
-        Ok(version) => Ok(version),
-        Err(format::HeaderError::Version(version)) => Err(Error::UnsupportedVersion {
-            file: path.to_path_buf(),
-            version,
-        }),
-        Err(format::HeaderError::Bad(why)) => Err(Error::corruption(path, 0, why)),
-    }
+    format::check_header(&h).map_err(|e| e.into_error(path))
 }
 
 /// Calls `f` for each valid record of a value file, front to back, until

@@ -10,7 +10,7 @@
 //! entry's checksum.
 
 use super::format::{self, value_crc, FOOTER_MARK, HEADER_LEN};
-use super::keylog::{self, Decoded, KeylogHeaderError, ENTRY_OVERHEAD, KEYLOG_FOOTER_LEN};
+use super::keylog::{self, Decoded, ENTRY_OVERHEAD, KEYLOG_FOOTER_LEN};
 use super::reader::{ScanEnd, ScannedRecord, Values};
 use crate::env::{FileSystem, RandomAccessFile};
 use crate::error::{Error, Result};
@@ -79,16 +79,7 @@ pub(crate) fn scan(
         start: 0,
     };
     let header = win.read(0, keylog::KEYLOG_HEADER_LEN).unwrap_or_default();
-    match keylog::check_keylog_header(header, number) {
-        Ok(()) => {}
-        Err(KeylogHeaderError::Bad(why)) => return Err(Error::corruption(&kpath, 0, why)),
-        Err(KeylogHeaderError::Version(version)) => {
-            return Err(Error::UnsupportedVersion {
-                file: kpath,
-                version,
-            })
-        }
-    }
+    keylog::check_keylog_header(header, number).map_err(|e| e.into_error(&kpath))?;
     let mut pos = keylog::KEYLOG_HEADER_LEN as u64;
     let mut vend = HEADER_LEN as u64;
     // Where the scan stops: an entry problem names the key log, a value
