@@ -69,6 +69,8 @@ pub struct EngineOptions {
     pub concurrent_memtable_insert: bool,
     /// WAL segments written through a memory map (`--wal_mapped_writes`, ShaleDB only).
     pub wal_mapped_writes: bool,
+    /// Unsynced writes log and insert without group commit (`--lone_writes`, ShaleDB only).
+    pub lone_writes: bool,
     /// Key-value separation (`--enable_blob_files` with `--min_blob_size`, db_bench's
     /// names): values of at least this many bytes go to value files; 0 = off.
     pub min_blob_size: u64,

@@ -111,6 +111,8 @@ pub struct Flags {
     pub allow_concurrent_memtable_write: bool,
     /// `--wal_mapped_writes` (ShaleDB only): WAL segments written through a memory map.
     pub wal_mapped_writes: bool,
+    /// `--lone_writes` (ShaleDB only): unsynced writes without group commit.
+    pub lone_writes: bool,
     /// `--enable_blob_files` (db_bench's name): key-value separation with `--min_blob_size`.
     pub enable_blob_files: bool,
     /// `--min_blob_size`: values of at least this many bytes go to value files.
@@ -196,6 +198,7 @@ impl Default for Flags {
             drop_caches: true,
             allow_concurrent_memtable_write: false,
             wal_mapped_writes: true,
+            lone_writes: true,
             enable_blob_files: false,
             min_blob_size: 0,
             blob_direct_io: false,
@@ -269,6 +272,7 @@ const HELP: &[(&str, &str, &str)] = &[
     ("recover_threads_list", "\"\"", "recover: comma-separated recovery thread counts; the same WAL is replayed once per entry (from a copy of the killed DB), each reported as recover_t<N> (ShaleDB: 0 or 1 = serial). Empty: one reopen with --recovery_threads"),
     ("allow_concurrent_memtable_write", "false", "Writers of a commit group insert their batches into the memtable in parallel (ShaleDB's commit pipeline); false = the group leader inserts all"),
     ("wal_mapped_writes", "true", "ShaleDB: write WAL segments through a shared memory map of preallocated space (Options::wal_mapped_writes); false = buffered write(2). RocksDB's --mmap_write does not apply to its WAL"),
+    ("lone_writes", "true", "ShaleDB: an unsynced write logs and inserts by itself instead of queueing for a group-commit leader (Options::lone_writes); false = every write goes through group commit"),
     ("enable_blob_files", "false", "Key-value separation: values of at least --min_blob_size bytes go to value files (RocksDB BlobDB's and db_bench's name; ShaleDB: Options::min_blob_size)"),
     ("min_blob_size", "0", "With --enable_blob_files: smallest value stored in a value file"),
     ("blob_direct_io", "false", "ShaleDB: write value files with O_DIRECT (Options::blob_direct_io)"),
@@ -321,7 +325,8 @@ fn kind(name: &str) -> &'static str {
         | "use_direct_reads"
         | "cache_index_and_filter_blocks"
         | "allow_concurrent_memtable_write"
-        | "wal_mapped_writes" => "bool",
+        | "wal_mapped_writes"
+        | "lone_writes" => "bool",
         "benchmarks"
         | "compression_type"
         | "db"
@@ -443,6 +448,7 @@ impl Flags {
                 self.allow_concurrent_memtable_write = parse_bool(name, v)?
             }
             "wal_mapped_writes" => self.wal_mapped_writes = parse_bool(name, v)?,
+            "lone_writes" => self.lone_writes = parse_bool(name, v)?,
             "recovery_threads" => self.recovery_threads = parse_num(name, v)?,
             "isolation" => self.isolation = TxnIsolation::parse(v).ok_or_else(|| bad(name, v))?,
             "txn_ops" => {

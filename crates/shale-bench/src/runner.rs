@@ -42,6 +42,7 @@ pub fn engine_options(flags: &Flags) -> EngineOptions {
         recovery_threads: usize::try_from(flags.recovery_threads).ok(),
         concurrent_memtable_insert: flags.allow_concurrent_memtable_write,
         wal_mapped_writes: flags.wal_mapped_writes,
+        lone_writes: flags.lone_writes,
         min_blob_size: if flags.enable_blob_files {
             flags.min_blob_size
         } else {

@@ -61,6 +61,7 @@ fn options_for(o: &EngineOptions) -> Result<Options, EngineError> {
     }];
     opts.concurrent_memtable_insert = o.concurrent_memtable_insert;
     opts.wal_mapped_writes = o.wal_mapped_writes;
+    opts.lone_writes = o.lone_writes;
     opts.min_blob_size = o.min_blob_size.try_into().map_err(EngineError::new)?;
     opts.blob_direct_io = o.blob_direct_io;
     opts.blob_direct_reads = o.direct_reads;

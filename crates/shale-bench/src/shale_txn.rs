@@ -118,6 +118,7 @@ mod tests {
             recovery_threads: None,
             concurrent_memtable_insert: true,
             wal_mapped_writes: true,
+            lone_writes: true,
             min_blob_size: 0,
             blob_direct_io: false,
             direct_reads: false,

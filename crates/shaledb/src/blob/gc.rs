@@ -167,6 +167,8 @@ fn run(inner: &Arc<DbInner>, ratio: f64, pick: Pick, limiter: &mut Limiter) -> R
         .filter(|e| e.sealed && Some(e.number) != newest && !retired.contains(&e.number))
         .filter(|e| pick == Pick::All || e.live_ratio < ratio)
         .filter_map(|e| Some((e.live_ratio, files.get(&e.number)?.clone())))
+        // Lone writes still publishing keys into it: next pass.
+        .filter(|(_, f)| f.unpublished.load(Ordering::Acquire) == 0)
         .collect();
     if pick == Pick::Counted {
         candidates.sort_by(|a, b| a.0.total_cmp(&b.0));

@@ -71,6 +71,30 @@ pub(crate) struct BlobFile {
     /// length (records past it are read from the stage). Looked at only
     /// while the file is not sealed.
     pub stage: Mutex<Option<Arc<staged::StageView>>>,
+    /// Lone writes (`db/lone_write.rs`) whose values are in this file and
+    /// whose keys are not yet published: GC leaves the file alone until
+    /// none is left, since it would count their values dead. Raised under
+    /// the store's `active` lock, so a sealed file's count only falls.
+    pub unpublished: AtomicU64,
+}
+
+/// A lone write's claim on the file its values went to
+/// ([`BlobFile::unpublished`]); dropped once the write is published.
+pub(crate) struct UnpublishedValues(Arc<BlobFile>);
+
+impl UnpublishedValues {
+    /// Counts one more unpublished write in `file` (caller holds the
+    /// store's `active` lock and `file` is the active file).
+    pub(crate) fn new(file: &Arc<BlobFile>) -> Self {
+        file.unpublished.fetch_add(1, Ordering::AcqRel);
+        UnpublishedValues(file.clone())
+    }
+}
+
+impl Drop for UnpublishedValues {
+    fn drop(&mut self) {
+        self.0.unpublished.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 impl BlobFile {
@@ -99,6 +123,7 @@ impl BlobFile {
             fs: fs.clone(),
             cache: cache.clone(),
             stage: Mutex::new(None),
+            unpublished: AtomicU64::new(0),
         })
     }
 

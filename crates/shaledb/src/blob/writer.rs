@@ -8,7 +8,7 @@
 
 use super::format::{self, BlobIndex, HEADER_LEN};
 use super::keylog::{self, GroupEncoder};
-use super::{BlobFile, BlobStore};
+use super::{BlobFile, BlobStore, UnpublishedValues};
 use crate::env::WritableFile;
 use crate::error::{Error, Result};
 use crate::txn::marker::TxnMarker;
@@ -218,12 +218,16 @@ impl BlobStore {
     /// the active value file and replaces their puts with BlobIndex ops.
     /// Prepare and rollback records keep their values (they are not applied;
     /// the commit record carries the writes again and is separated then).
-    /// Caller: the group-commit leader, before the WAL write.
+    /// Caller: the group-commit leader, before the WAL write, or a lone
+    /// writer before it takes the WAL writer; with `claim` (the lone
+    /// writer) the file appended to is claimed until the write is
+    /// published ([`UnpublishedValues`]).
     pub(crate) fn separate<'a>(
         &self,
         batches: impl Iterator<Item = &'a mut WriteBatch>,
         sync: bool,
-    ) -> Result<()> {
+        claim: bool,
+    ) -> Result<Option<UnpublishedValues>> {
         let min = self.min_blob_size;
         let mut todo: Vec<&'a mut WriteBatch> = batches
             .filter(|b| b.applies_data() && b.max_key_and_value_len().1 >= min)
@@ -231,7 +235,11 @@ impl BlobStore {
         if todo.is_empty() {
             // A synced group makes the WAL records of earlier unsynced
             // groups durable: their values must be durable first.
-            return if sync { self.sync_active() } else { Ok(()) };
+            return if sync {
+                self.sync_active().map(|()| None)
+            } else {
+                Ok(None)
+            };
         }
         let mut guard = self.active.lock();
         if guard.as_ref().is_some_and(|a| a.w.len() >= self.file_size) {
@@ -314,7 +322,7 @@ impl BlobStore {
         if let Some(k) = active.keys.as_ref() {
             active.handle.keylog_bytes.store(k.len(), Ordering::Release);
         }
-        Ok(())
+        Ok(claim.then(|| UnpublishedValues::new(&active.handle)))
     }
 
     /// Seals the active file (clean close): later opens need not scan it.

@@ -524,7 +524,7 @@ pub(super) fn check_bg(inner: &DbInner) -> Result<()> {
 pub(crate) fn flush_and_wait(inner: &Arc<DbInner>) -> Result<()> {
     check_bg(inner)?;
     {
-        let mut wal = inner.wal.lock();
+        let mut wal = super::lone_write::lock_quiet(inner);
         let empty = inner
             .state
             .lock()

@@ -29,6 +29,7 @@
 mod background;
 pub(crate) mod db_iter;
 mod ingest;
+mod lone_write;
 pub mod options;
 pub(crate) mod read;
 mod recovery;
@@ -208,6 +209,8 @@ pub(crate) struct DbInner {
     pub sv: sv_cache::SvCache,
     pub wal: Mutex<WalState>,
     pub write: write::WriteQueue,
+    /// Lone writes logged and not yet published (`lone_write.rs`).
+    pub(crate) lone: lone_write::InFlight,
     /// Largest sequence whose writes are all visible.
     pub visible_sequence: AtomicU64,
     pub snapshots: Arc<SnapshotList>,
@@ -346,6 +349,7 @@ impl Db {
                 last_sequence: recovered.last_sequence,
             }),
             write: write::WriteQueue::default(),
+            lone: lone_write::InFlight::default(),
             visible_sequence: AtomicU64::new(recovered.last_sequence),
             snapshots: Arc::new(SnapshotList::default()),
             shutting_down: AtomicBool::new(false),
@@ -513,7 +517,7 @@ impl Db {
             ));
         }
         let inner = &self.inner;
-        let _w = inner.wal.lock();
+        let _w = lone_write::lock_quiet(inner);
         let mut st = inner.state.lock();
         if st.cf_names.contains_key(name) {
             return Err(Error::ColumnFamilyExists(name.to_owned()));
@@ -536,7 +540,7 @@ impl Db {
     /// Drops a column family and all its data. The default one cannot be dropped.
     pub fn drop_cf(&self, name: &str) -> Result<()> {
         let inner = &self.inner;
-        let _w = inner.wal.lock();
+        let _w = lone_write::lock_quiet(inner);
         let mut st = inner.state.lock();
         let id = *st
             .cf_names
@@ -733,7 +737,7 @@ impl Owner {
         for t in self.threads.lock().drain(..) {
             let _ = t.join();
         }
-        let mut wal = inner.wal.lock();
+        let mut wal = lone_write::lock_quiet(inner);
         if let Some(w) = wal.writer.as_mut() {
             w.flush()?;
         }

@@ -72,6 +72,12 @@ pub struct Options {
     /// it removed a `write(2)` per group, ~30% of a lone writer's CPU
     /// (docs/benchmarks.md, "Mapped WAL").
     pub wal_mapped_writes: bool,
+    /// Unsynced writes without values for the value files log and insert
+    /// by themselves instead of queueing for a group leader
+    /// (`db/lone_write.rs`): no sleep and wake-up per write when writers
+    /// outnumber cores. Synced writes always use group commit, which
+    /// shares one fsync among them.
+    pub lone_writes: bool,
     /// Largest input (bytes) of one L1+ compaction job.
     pub max_compaction_bytes: u64,
     /// Manifest size that triggers rewriting it from a snapshot.
@@ -182,6 +188,7 @@ impl Default for Options {
             l0_stop_runs: 16,
             concurrent_memtable_insert: false,
             wal_mapped_writes: true,
+            lone_writes: true,
             max_compaction_bytes: 64 << 20,
             max_manifest_size: 4 << 20,
             max_key_size: 64 << 10,
@@ -217,6 +224,7 @@ impl std::fmt::Debug for Options {
             .field("memtable_filter", &self.memtable_filter)
             .field("num_levels", &self.num_levels)
             .field("wal_mapped_writes", &self.wal_mapped_writes)
+            .field("lone_writes", &self.lone_writes)
             .field("recovery_threads", &self.recovery_threads)
             .field("recovery_memory_limit", &self.recovery_memory_limit)
             .field("min_blob_size", &self.min_blob_size)

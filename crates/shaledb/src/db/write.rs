@@ -95,6 +95,9 @@ pub(crate) fn write(inner: &Arc<DbInner>, wo: &WriteOptions, batch: WriteBatch) 
         return Ok(());
     }
     validate(inner, &batch)?;
+    if super::lone_write::eligible(inner, wo, &batch) {
+        return super::lone_write::write(inner, batch);
+    }
     enqueue(inner, wo, batch)
 }
 
@@ -379,12 +382,8 @@ fn lead_group(
     group: &mut Vec<Pending>,
     rejected: &mut Vec<(u64, Error)>,
 ) -> Result<Option<WalPos>> {
-    let mut wal = inner.wal.lock();
-    if inner.bg_error_flag.load(Ordering::Acquire) {
-        if let Some(e) = inner.state.lock().bg_error.clone() {
-            return Err(Error::Background(Arc::new(e)));
-        }
-    }
+    let mut wal = super::lone_write::lock_quiet(inner);
+    check_bg(inner)?;
     make_room(inner, &mut wal)?;
     check_reads(inner, group, rejected)?;
     crate::blob::gc::apply_repoints(
@@ -397,7 +396,7 @@ fn lead_group(
         // Values first: the WAL records written below point into them
         // (docs/architecture.md, crash argument).
         let sync = group.iter().any(|p| p.sync);
-        if let Err(e) = blobs.separate(group.iter_mut().map(|p| &mut p.batch), sync) {
+        if let Err(e) = blobs.separate(group.iter_mut().map(|p| &mut p.batch), sync, false) {
             set_bg_error(inner, e.clone());
             return Err(e);
         }
@@ -614,26 +613,41 @@ pub(crate) fn set_bg_error(inner: &DbInner, e: Error) {
     inner.bg_cv.notify_all();
 }
 
-/// Switches the memtable when it is full; slows down or stops the writer when
-/// the background is behind. Caller is the group leader (holds `wal`).
-fn make_room(inner: &Arc<DbInner>, wal: &mut WalState) -> Result<()> {
-    let opts = &inner.opts;
-    {
-        // Fast path without the state lock: room in the memtable, no pile-up.
-        let sv = inner.sv.get();
-        let room = sv
-            .cfs
-            .values()
-            .all(|c| c.mem.approximate_memory_usage() < opts.write_buffer_size);
-        let l0 = sv
-            .cfs
-            .values()
-            .map(|c| c.version.l0.len())
-            .max()
-            .unwrap_or(0);
-        if room && l0 < opts.l0_slowdown_runs && !inner.bg_error_flag.load(Ordering::Acquire) {
-            return Ok(());
+/// The sticky background error, if any.
+pub(crate) fn check_bg(inner: &DbInner) -> Result<()> {
+    if inner.bg_error_flag.load(Ordering::Acquire) {
+        if let Some(e) = inner.state.lock().bg_error.clone() {
+            return Err(Error::Background(Arc::new(e)));
         }
+    }
+    Ok(())
+}
+
+/// Whether [`make_room`] has anything to do: a full memtable, a pile-up of
+/// L0 runs or a background error. Read without the state lock.
+pub(crate) fn needs_room(inner: &DbInner) -> bool {
+    let opts = &inner.opts;
+    let sv = inner.sv.get();
+    let room = sv
+        .cfs
+        .values()
+        .all(|c| c.mem.approximate_memory_usage() < opts.write_buffer_size);
+    let l0 = sv
+        .cfs
+        .values()
+        .map(|c| c.version.l0.len())
+        .max()
+        .unwrap_or(0);
+    !(room && l0 < opts.l0_slowdown_runs && !inner.bg_error_flag.load(Ordering::Acquire))
+}
+
+/// Switches the memtable when it is full; slows down or stops the writer when
+/// the background is behind. Caller holds `wal` with no lone write in flight
+/// (a group leader, or a lone writer that waited: `lone_write.rs`).
+pub(crate) fn make_room(inner: &Arc<DbInner>, wal: &mut WalState) -> Result<()> {
+    let opts = &inner.opts;
+    if !needs_room(inner) {
+        return Ok(());
     }
     let mut slowed = false;
     let started = Instant::now();
