@@ -358,16 +358,19 @@ impl<'a> Executor<'a> {
         // A lone table read by its access path skips the conjuncts its key
         // range already guarantees (`id BETWEEN ? AND ?` on the primary
         // key): positions are table positions when it is the only table.
-        let residual: Vec<&BExpr> = if plan.tables.len() == 1
+        // None: every conjunct stays (no list is built: a point select's
+        // path has an equality prefix, which guarantees none).
+        let residual: Option<Vec<&BExpr>> = if plan.tables.len() == 1
             && first.is_none()
             && t.virtual_rows.is_none()
             && t.hash.is_none()
+            && crate::scan::range_column(&t.def, t.path.as_ref()).is_some()
         {
-            self.with_cx(&[], |ecx| {
+            Some(self.with_cx(&[], |ecx| {
                 crate::scan::residual_filters(&t.def, t.path.as_ref(), t.filters.iter(), ecx)
-            })?
+            })?)
         } else {
-            t.filters.iter().collect()
+            None
         };
         let mut matched = false;
         let mut visit =
@@ -389,7 +392,11 @@ impl<'a> Executor<'a> {
                     }
                 }
                 matched = true;
-                if !self.passes_refs(&residual, cx.row)? {
+                let passed = match &residual {
+                    Some(conds) => self.passes_refs(conds, cx.row)?,
+                    None => self.passes(&t.filters, cx.row)?,
+                };
+                if !passed {
                     return Ok(true);
                 }
                 cx.keys.push(if cx.want_keys {
