@@ -266,6 +266,17 @@ impl EncodedRows {
         Ok(())
     }
 
+    /// Drops the rows, keeping the buffers' memory for the next result.
+    pub fn clear(&mut self) {
+        self.bytes.clear();
+        self.ends.clear();
+    }
+
+    /// Bytes of memory the buffers hold.
+    pub fn capacity_bytes(&self) -> usize {
+        self.bytes.capacity() + self.ends.capacity() * std::mem::size_of::<usize>()
+    }
+
     /// Rows held.
     pub fn len(&self) -> usize {
         self.ends.len()
@@ -312,6 +323,10 @@ pub trait Session: Send {
     fn prepare(&mut self, id: u32, sql: &str) -> Result<Prepared, SqlError>;
     /// `COM_STMT_EXECUTE`: runs statement `id` with `params`.
     fn execute(&mut self, id: u32, params: &[Value]) -> Result<Executed, SqlError>;
+    /// Hands back the rows of statement `id`'s last [`Executed::BinaryRows`]
+    /// once they are sent, so a session may encode the next result into
+    /// their buffers. Dropping them is always correct.
+    fn recycle_rows(&mut self, _id: u32, _rows: EncodedRows) {}
     /// `COM_STMT_CLOSE`.
     fn close_statement(&mut self, id: u32);
     /// `COM_FIELD_LIST` (deprecated, still sent by the mysql client for

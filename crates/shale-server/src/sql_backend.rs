@@ -94,6 +94,7 @@ impl Backend for SqlBackend {
             account,
             generation,
             statements: HashMap::new(),
+            params: Vec::new(),
             process: info.shared.processes.slot(info.id),
         })
     }
@@ -110,9 +111,15 @@ pub struct SqlSession {
     account: Account,
     generation: u64,
     statements: HashMap<u32, PreparedEntry>,
+    /// The last execution's parameters, emptied: reused by the next.
+    params: Vec<Datum>,
     /// The connection's process-list entry (`process.rs`), for its `db`.
     process: Option<crate::process::ProcessSlot>,
 }
+
+/// Parameter slots a session keeps between executions (a statement with
+/// more gets a fresh list each time).
+const KEEP_PARAMS: usize = 256;
 
 /// A prepared statement of a session, with the last successful privilege
 /// check: (account generation, current database) it held for.
@@ -211,12 +218,19 @@ impl SqlSession {
             admin::check_privilege_on(&entry.text, &self.account, db, entry.stmt.relations())?;
             entry.checked = Some((generation, db.map(str::to_owned)));
         }
-        let params: Vec<Datum> = params.iter().map(to_datum).collect();
+        // Emptied after the execution, success or not: no parameter value
+        // outlives it.
+        let mut datums = std::mem::take(&mut self.params);
+        datums.extend(params.iter().map(to_datum));
         let mut sink = BinarySink::new(entry.stmt.columns(), &entry.columns, &mut entry.scratch);
         let out = self
             .inner
-            .execute_prepared_streaming(&entry.stmt, &params, &mut sink)
-            .map_err(convert_error)?;
+            .execute_prepared_streaming(&entry.stmt, &datums, &mut sink);
+        datums.clear();
+        if datums.capacity() <= KEEP_PARAMS {
+            self.params = datums;
+        }
+        let out = out.map_err(convert_error)?;
         if let Some((columns, rows)) = sink.finish() {
             return Ok(Executed::BinaryRows { columns, rows });
         }
@@ -354,6 +368,12 @@ impl Session for SqlSession {
             self.log_if_slow(timer, text.as_deref().unwrap_or_default(), rows_sent);
         }
         r
+    }
+
+    fn recycle_rows(&mut self, id: u32, rows: crate::backend::EncodedRows) {
+        if let Some(entry) = self.statements.get_mut(&id) {
+            entry.scratch.recycle(rows);
+        }
     }
 
     fn close_statement(&mut self, id: u32) {

@@ -279,16 +279,18 @@ pub fn key_range(
             ordered: true,
         });
     };
-    let positions = def.index_positions(ix);
+    // `def.index_positions(ix)`, walked instead of collected (no list
+    // per lookup).
+    let positions = || ix.columns.iter().filter_map(|id| def.position_of_id(*id));
     let mut key = index::prefix_with_room(ix.id, index::key_room(ix));
     let mut used = 0;
     let mut exact_all = true;
-    for (i, (e, pos)) in path.eq.iter().zip(&positions).enumerate() {
+    for (i, (e, pos)) in path.eq.iter().zip(positions()).enumerate() {
         let v = e.eval(row, cx)?;
         if v.is_null() {
             return Ok(KeyRange::Empty);
         }
-        let Some(ty) = def.columns.get(*pos).map(|c| &c.ty) else {
+        let Some(ty) = def.columns.get(pos).map(|c| &c.ty) else {
             break;
         };
         match exact(&v, ty) {
@@ -302,16 +304,20 @@ pub fn key_range(
             }
         }
     }
-    if exact_all && used == positions.len() && ix.primary && path.lo.is_none() && path.hi.is_none()
+    if exact_all
+        && used == positions().count()
+        && ix.primary
+        && path.lo.is_none()
+        && path.hi.is_none()
     {
         return Ok(KeyRange::Point(key));
     }
     let mut lo = key.clone();
     let mut hi = prefix_successor(&key);
     if exact_all {
-        if let Some(ty) = positions
-            .get(used)
-            .and_then(|p| def.columns.get(*p))
+        if let Some(ty) = positions()
+            .nth(used)
+            .and_then(|p| def.columns.get(p))
             .map(|c| &c.ty)
         {
             // A descending column stores larger values first: its lower

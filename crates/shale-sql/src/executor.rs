@@ -8,6 +8,7 @@
 use crate::access::{self, KeyRange};
 use crate::catalog::{Catalog, TableDef};
 use crate::error::{Error, Result};
+use crate::exec_scratch::ExecScratch;
 use crate::expr::{BExpr, EvalCx, SubqueryCache};
 use crate::index;
 use crate::output::{conform, ColumnMeta};
@@ -43,6 +44,10 @@ pub struct Executor<'a> {
     pub parallel_scans: Option<&'a std::sync::atomic::AtomicU64>,
     /// Memory bounds and the temporary directory (session variables).
     pub limits: Limits,
+    /// Row buffers lent by the session for this statement (taken back
+    /// with `take`); a nested run (a subquery) finds them taken and
+    /// allocates its own.
+    pub scratch: RefCell<ExecScratch>,
 }
 
 /// What a hash-table entry costs beyond its row and keys (the map slot,
@@ -101,6 +106,7 @@ impl<'a> Executor<'a> {
             allow_parallel: false,
             parallel_scans: None,
             limits: Limits::default(),
+            scratch: RefCell::default(),
         }
     }
 
@@ -311,7 +317,9 @@ impl<'a> Executor<'a> {
         want_keys: bool,
         sink: &mut RowSink<'_>,
     ) -> Result<()> {
-        let mut row = vec![Datum::Null; plan.width];
+        let mut row = std::mem::take(&mut self.scratch.borrow_mut().row);
+        row.clear();
+        row.resize(plan.width, Datum::Null);
         let mut keys = Vec::with_capacity(plan.tables.len());
         let mut cx = Level {
             plan,
@@ -320,8 +328,10 @@ impl<'a> Executor<'a> {
             keys: &mut keys,
             sink,
         };
-        self.level(&mut cx, 0, first)?;
-        Ok(())
+        let r = self.level(&mut cx, 0, first);
+        row.clear();
+        self.scratch.borrow_mut().row = row;
+        r.map(|_| ())
     }
 
     pub(crate) fn passes(&self, conds: &[BExpr], row: &[Datum]) -> Result<bool> {
@@ -358,16 +368,19 @@ impl<'a> Executor<'a> {
         // A lone table read by its access path skips the conjuncts its key
         // range already guarantees (`id BETWEEN ? AND ?` on the primary
         // key): positions are table positions when it is the only table.
-        let residual: Vec<&BExpr> = if plan.tables.len() == 1
+        // None: every conjunct stays (no list is built: a point select's
+        // path has an equality prefix, which guarantees none).
+        let residual: Option<Vec<&BExpr>> = if plan.tables.len() == 1
             && first.is_none()
             && t.virtual_rows.is_none()
             && t.hash.is_none()
+            && crate::scan::range_column(&t.def, t.path.as_ref()).is_some()
         {
-            self.with_cx(&[], |ecx| {
+            Some(self.with_cx(&[], |ecx| {
                 crate::scan::residual_filters(&t.def, t.path.as_ref(), t.filters.iter(), ecx)
-            })?
+            })?)
         } else {
-            t.filters.iter().collect()
+            None
         };
         let mut matched = false;
         let mut visit =
@@ -389,7 +402,11 @@ impl<'a> Executor<'a> {
                     }
                 }
                 matched = true;
-                if !self.passes_refs(&residual, cx.row)? {
+                let passed = match &residual {
+                    Some(conds) => self.passes_refs(conds, cx.row)?,
+                    None => self.passes(&t.filters, cx.row)?,
+                };
+                if !passed {
                     return Ok(true);
                 }
                 cx.keys.push(if cx.want_keys {
@@ -549,12 +566,17 @@ impl<'a> Executor<'a> {
             }
         } else {
             // One pair of buffers for every row: a direct pipeline hands
-            // them to the sink by reference (no allocation per row).
-            let (mut keys, mut vals) = (Vec::new(), Vec::new());
-            self.for_each_row_values(plan, first, &mut |row| {
+            // them to the sink by reference (no allocation per row). The
+            // values' buffer is the session's (project_into overwrites
+            // each of its slots).
+            let mut keys = Vec::new();
+            let mut vals = std::mem::take(&mut self.scratch.borrow_mut().vals);
+            let r = self.for_each_row_values(plan, first, &mut |row| {
                 self.project_into(plan, row, &[], &mut keys, &mut vals)?;
                 out.push_ref(&keys, &vals)
-            })?;
+            });
+            self.scratch.borrow_mut().vals = vals;
+            r?;
         }
         out.finish()
     }

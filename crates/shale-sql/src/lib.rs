@@ -37,6 +37,7 @@ mod check;
 mod ddl;
 mod dml;
 mod error;
+mod exec_scratch;
 mod executor;
 mod expr;
 mod fast_insert;

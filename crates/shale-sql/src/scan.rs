@@ -166,6 +166,23 @@ fn flip(op: BinOp) -> BinOp {
     }
 }
 
+/// The path and the position of the integer column whose range it reads,
+/// if its key range can guarantee conjuncts ([`residual_filters`]): no
+/// equality prefix, the index's first column an integer. Otherwise every
+/// conjunct stays, and a caller need not list them.
+pub fn range_column<'p>(
+    def: &TableDef,
+    path: Option<&'p AccessPath>,
+) -> Option<(&'p AccessPath, usize)> {
+    let path = path.filter(|p| p.eq.is_empty())?;
+    let ix = def.indexes.get(path.index)?;
+    // The first resolvable column, as `TableDef::index_positions` lists
+    // them (without collecting the list).
+    let col = ix.columns.iter().find_map(|id| def.position_of_id(*id))?;
+    let cdef = def.columns.get(col)?;
+    matches!(cdef.ty, SqlType::Int { .. }).then_some((path, col))
+}
+
 /// The conjuncts among `filters` that the scan's key range does not
 /// already guarantee, for a single-table plan (column positions are table
 /// positions). A conjunct `col op value` on the first column of the path's
@@ -183,22 +200,12 @@ pub fn residual_filters<'p>(
     cx: &EvalCx<'_>,
 ) -> Result<Vec<&'p BExpr>> {
     let filters: Vec<&BExpr> = filters.collect();
-    let Some(path) = path.filter(|p| p.eq.is_empty()) else {
-        return Ok(filters);
-    };
-    let Some(col) = def
-        .indexes
-        .get(path.index)
-        .and_then(|ix| def.index_positions(ix).first().copied())
-    else {
+    let Some((path, col)) = range_column(def, path) else {
         return Ok(filters);
     };
     let Some(cdef) = def.columns.get(col) else {
         return Ok(filters);
     };
-    if !matches!(cdef.ty, SqlType::Int { .. }) {
-        return Ok(filters);
-    }
     let convert = |e: &BExpr| -> Result<Option<Datum>> {
         let v = e.eval(&[], cx)?;
         Ok(if v.is_null() {

@@ -121,6 +121,8 @@ pub struct Session {
     interrupt: Option<Arc<AtomicBool>>,
     /// The statement being run is `SET SESSION TRANSACTION ...`.
     session_scope_set: bool,
+    /// Row buffers lent to each SELECT's executor (exec_scratch.rs).
+    scratch: crate::exec_scratch::ExecScratch,
 }
 
 fn isolation_name(i: Isolation) -> &'static str {
@@ -315,6 +317,7 @@ impl Session {
             written: HashMap::new(),
             interrupt: None,
             session_scope_set: false,
+            scratch: Default::default(),
         }
     }
 
@@ -774,6 +777,7 @@ impl Session {
                 !in_explicit,
                 sink,
                 plan_cache,
+                &mut self.scratch,
             );
             if in_explicit {
                 match &r {
@@ -1032,6 +1036,7 @@ fn run_row_statement(
     alone: bool,
     sink: Option<&mut dyn ResultSink>,
     plan_cache: Option<&PlanCache>,
+    scratch: &mut crate::exec_scratch::ExecScratch,
 ) -> Result<(Output, Vec<(u32, u64)>)> {
     let cat = &shared.catalog;
     let snapshot = txn.snapshot_sequence();
@@ -1076,7 +1081,11 @@ fn run_row_statement(
             ex.parallel_scans = Some(&shared.parallel_scans);
             ex.limits = Limits::from_vars(&facts.vars);
             if let Some(sink) = sink {
-                ex.stream(&plan, locked.as_ref(), sink)?;
+                ex.scratch = std::cell::RefCell::new(std::mem::take(scratch));
+                let r = ex.stream(&plan, locked.as_ref(), sink);
+                *scratch = ex.scratch.take();
+                scratch.trim();
+                r?;
                 let streamed = Output::Rows {
                     columns: Vec::new(),
                     rows: Vec::new(),

@@ -46,6 +46,20 @@ pub fn decode_execute(
     bound: Option<&[ParamType]>,
     long_data: &[Option<Vec<u8>>],
 ) -> Result<Execute, ProtocolError> {
+    decode_execute_reusing(body, num_params, bound, long_data, Vec::new())
+}
+
+/// As [`decode_execute`], the parameters decoded into `params` (cleared
+/// first): a connection hands back the vector of its last execute, so an
+/// execute allocates no parameter list once one is sized.
+pub fn decode_execute_reusing(
+    body: &[u8],
+    num_params: usize,
+    bound: Option<&[ParamType]>,
+    long_data: &[Option<Vec<u8>>],
+    mut params: Vec<Value>,
+) -> Result<Execute, ProtocolError> {
+    params.clear();
     let mut r = Reader::new(body);
     let stmt_id = r.u32("statement id")?;
     let flags = r.u8("cursor flags")?;
@@ -54,7 +68,7 @@ pub fn decode_execute(
         return Ok(Execute {
             stmt_id,
             flags,
-            params: Vec::new(),
+            params,
             new_types: None,
         });
     }
@@ -79,7 +93,7 @@ pub fn decode_execute(
             "parameters sent before their types",
         ));
     };
-    let mut params = Vec::with_capacity(num_params);
+    params.reserve(num_params);
     for i in 0..num_params {
         let is_null = bitmap.get(i / 8).is_some_and(|b| b & (1 << (i % 8)) != 0);
         // let-else: `ok_or` built and dropped an error per parameter.
@@ -359,6 +373,21 @@ mod tests {
             e.params,
             vec![Value::Int(-1), Value::Bytes(b"abc".to_vec())]
         );
+    }
+
+    #[test]
+    fn a_reused_parameter_list_holds_only_this_execute() {
+        let mut b = vec![7, 0, 0, 0, 0, 1, 0, 0, 0];
+        b.extend_from_slice(&[0x00, 0x01, 0x08, 0x00]);
+        b.extend_from_slice(&5i64.to_le_bytes());
+        let old = vec![Value::Bytes(b"stale".to_vec()), Value::Int(1), Value::Null];
+        let cap = old.capacity();
+        let e = decode_execute_reusing(&b, 1, None, &[], old).unwrap();
+        assert_eq!(e.params, vec![Value::Int(5)]);
+        assert_eq!(e.params.capacity(), cap, "the list was reused");
+        // No parameters: the list comes back empty.
+        let e = decode_execute_reusing(&b[..9], 0, None, &[], e.params).unwrap();
+        assert!(e.params.is_empty());
     }
 
     #[test]

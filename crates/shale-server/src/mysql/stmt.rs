@@ -8,13 +8,13 @@
 //! parameters, and the result columns (their types choose the binary
 //! layout of each value). The SQL side of a statement lives in the session.
 
-use super::binary::{binary_row_into, decode_execute, ParamType};
+use super::binary::{binary_row_into, decode_execute_reusing, ParamType};
 use super::conn::{session_status, Conn};
 use super::consts::{err, ColumnType};
 use super::results::{column_definition, eof_packet, err_packet, ok_packet};
 use super::wire::{put_lenenc_int, Reader};
 use super::ProtocolError;
-use crate::backend::{Column, Executed, Reply, Session, SqlError};
+use crate::backend::{Column, Executed, Reply, Session, SqlError, Value};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -23,7 +23,14 @@ use std::sync::Arc;
 pub(super) struct Statements {
     next_id: u32,
     by_id: HashMap<u32, Stmt>,
+    /// The parameter list of the last execute, emptied: the next decodes
+    /// into it instead of allocating one.
+    params: Vec<Value>,
 }
+
+/// Parameter slots the connection keeps between executes (a statement
+/// with more gets a fresh list each time).
+const KEEP_PARAMS: usize = 256;
 
 struct Stmt {
     params: usize,
@@ -128,10 +135,17 @@ impl<T: Session> Conn<T> {
 
     pub(super) fn stmt_execute(&mut self, body: &[u8]) -> Result<(), ProtocolError> {
         let id = Reader::new(body).u32("statement id")?;
+        let buf = std::mem::take(&mut self.stmts.params);
         let Some(stmt) = self.stmts.by_id.get_mut(&id) else {
             return self.send_err(&unknown(id));
         };
-        let exec = decode_execute(body, stmt.params, stmt.types.as_deref(), &stmt.long_data)?;
+        let exec = decode_execute_reusing(
+            body,
+            stmt.params,
+            stmt.types.as_deref(),
+            &stmt.long_data,
+            buf,
+        )?;
         if let Some(t) = exec.new_types {
             stmt.types = Some(t);
         }
@@ -147,6 +161,13 @@ impl<T: Session> Conn<T> {
         let started = self.clock();
         let reply = self.session.execute(id, &exec.params);
         let ran = self.clock();
+        // Emptied now: a kept list holds no value (a long string) until
+        // the next execute.
+        let mut params = exec.params;
+        params.clear();
+        if params.capacity() <= KEEP_PARAMS {
+            self.stmts.params = params;
+        }
         let st = session_status(&self.session);
         match reply {
             Err(e) => self.out.write_payload(&err_packet(&e)),
@@ -176,6 +197,7 @@ impl<T: Session> Conn<T> {
                     self.out.write_payload(row);
                 }
                 self.result_end(id, defs, st);
+                self.session.recycle_rows(id, rows);
             }
         }
         self.record_run(started, ran);
