@@ -96,6 +96,14 @@ pub struct Block {
     portable: bool,
 }
 
+/// A block's buffer goes back to its thread's pool (`util::buf_pool`):
+/// the next block read on this thread reuses it instead of allocating.
+impl Drop for Block {
+    fn drop(&mut self) {
+        crate::util::buf_pool::give(std::mem::take(&mut self.data));
+    }
+}
+
 /// Decoded entry header: `(shared, unshared, value_len, offset of the key delta)`.
 type EntryHeader = (usize, usize, usize, usize);
 

@@ -121,7 +121,11 @@ pub(crate) fn decode_stored_block(
             stored.truncate(n);
             stored
         }
-        _ => decompress(ctype, contents, loc)?,
+        _ => {
+            let out = decompress(ctype, contents, loc)?;
+            crate::util::buf_pool::give(stored);
+            out
+        }
     };
     let block = match kind {
         BlockKind::Entries => {
@@ -306,7 +310,10 @@ impl ExtentReader {
             .checked_add(BLOCK_TRAILER_LEN as u64)
             .and_then(|l| usize::try_from(l).ok())
             .ok_or_else(|| loc.corrupt("block size overflows"))?;
-        let stored = self.file.read_vec_at(loc.offset, len)?;
+        // A pooled buffer: usually the one of the block this thread's last
+        // cache insert evicted (`util::buf_pool`).
+        let mut stored = crate::util::buf_pool::take(len);
+        self.file.read_exact_at(loc.offset, &mut stored)?;
         decode_stored_block(stored, kind, loc)
     }
 

@@ -1,3 +1,4 @@
 //! Small shared helpers: encoding, sharded counters.
+pub(crate) mod buf_pool;
 pub mod coding;
 pub(crate) mod counter;
