@@ -356,6 +356,10 @@ pub(crate) struct StagedWriter {
     completed: bool,
     /// Format 2: where a completed file leaves its ring.
     spare: Option<SpareRing>,
+    /// Format 2: the ring mapped shared (`env/region.rs`), where the file
+    /// system allows: a ring store is then a copy, not a `pwrite`.
+    #[cfg(target_os = "linux")]
+    ring_map: Option<crate::env::region::MappedRegion>,
 }
 
 impl StagedWriter {
@@ -397,6 +401,11 @@ impl StagedWriter {
         stage.write_all_at(0, &header)?;
         stage.sync()?;
         fs.sync_dir(dir)?;
+        #[cfg(target_os = "linux")]
+        let ring_map = match size {
+            0 => None,
+            _ => fs.map_region(&stage_path, STAGE_HEADER, size)?,
+        };
         let io = Arc::new(IoShared {
             file,
             view: Arc::new(StageView {
@@ -432,6 +441,8 @@ impl StagedWriter {
             thread: Some(thread),
             completed: false,
             spare,
+            #[cfg(target_os = "linux")]
+            ring_map,
         })
     }
 
@@ -469,6 +480,17 @@ impl StagedWriter {
         Ok(())
     }
 
+    /// Format 2: writes ring bytes at stage offset `at`, through the
+    /// mapping if there is one (same effect as the `pwrite`: the bytes are
+    /// in the stage file's page cache when this returns).
+    fn ring_store(&self, at: u64, data: &[u8]) -> Result<()> {
+        #[cfg(target_os = "linux")]
+        if let Some(m) = &self.ring_map {
+            return m.write_at(at, data);
+        }
+        self.io.view.stage.write_all_at(at, data)
+    }
+
     fn stop_thread(&mut self) {
         self.io.state.lock().stop = true;
         self.io.cv.notify_all();
@@ -503,9 +525,9 @@ impl WritableFile for StagedWriter {
             self.io.wait_ring(self.len + chunk.len() as u64)?;
             let [(at0, len0), (at1, _)] = ring_spans(self.len, chunk.len(), ring);
             let (first, wrapped) = chunk.split_at(len0.min(chunk.len()));
-            self.io.view.stage.write_all_at(at0, first)?;
+            self.ring_store(at0, first)?;
             if !wrapped.is_empty() {
-                self.io.view.stage.write_all_at(at1, wrapped)?;
+                self.ring_store(at1, wrapped)?;
             }
             self.push(chunk)?;
         }
@@ -541,6 +563,11 @@ impl WritableFile for StagedWriter {
         }
         self.io.wait_idle()?;
         self.stop_thread();
+        // Unmapped before the ring is kept or removed.
+        #[cfg(target_os = "linux")]
+        {
+            self.ring_map = None;
+        }
         // A sealed file waits for its fsync without its 1 MiB pieces.
         self.io.state.lock().free.clear();
         self.cur = Piece::empty();

@@ -129,7 +129,7 @@ pub struct MappedWritable {
 }
 
 /// Allocates `[offset, offset + len)` of the file (extending it).
-fn allocate(file: &File, offset: u64, len: u64) -> std::io::Result<()> {
+pub(super) fn allocate(file: &File, offset: u64, len: u64) -> std::io::Result<()> {
     let (Ok(off), Ok(n)) = (libc::off_t::try_from(offset), libc::off_t::try_from(len)) else {
         return Err(std::io::Error::other("range past off_t::MAX"));
     };

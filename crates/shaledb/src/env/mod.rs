@@ -19,6 +19,8 @@ pub mod fault;
 pub mod mapped;
 pub mod mem;
 pub mod posix;
+#[cfg(target_os = "linux")]
+pub mod region;
 
 use crate::error::Result;
 use std::path::Path;
@@ -155,6 +157,16 @@ pub trait FileSystem: Send + Sync + 'static {
         let f = self.open_extent_file(path)?;
         self.truncate(path, 0)?;
         Ok(f)
+    }
+    /// Maps `[base, base + len)` of the existing file `path` shared for
+    /// positioned stores (`region.rs`; the staged value file's ring), or
+    /// `None` where stores must go through `ExtentFile::write_all_at`
+    /// (the default: the in-memory and fault-injecting file systems, whose
+    /// writes must stay visible to them).
+    #[cfg(target_os = "linux")]
+    fn map_region(&self, path: &Path, base: u64, len: u64) -> Result<Option<region::MappedRegion>> {
+        let _ = (path, base, len);
+        Ok(None)
     }
     /// Atomically renames `from` to `to`, replacing `to`.
     fn rename(&self, from: &Path, to: &Path) -> Result<()>;

@@ -233,6 +233,16 @@ impl FileSystem for PosixFs {
     }
 
     #[cfg(target_os = "linux")]
+    fn map_region(
+        &self,
+        path: &Path,
+        base: u64,
+        len: u64,
+    ) -> Result<Option<super::region::MappedRegion>> {
+        super::region::MappedRegion::map(path, base, len)
+    }
+
+    #[cfg(target_os = "linux")]
     fn create_mapped(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
         match super::mapped::MappedWritable::create(path)? {
             Some(w) => Ok(Box::new(w)),
