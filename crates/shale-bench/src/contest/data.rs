@@ -16,8 +16,14 @@
 //! keys and keys land in random order. Example with `threads = 2, per_thread = 3`: thread 1's
 //! write 2 of domain 0 has id `(0 * 2 + 1) * 3 + 2 = 5` and key `mix64(5).to_be_bytes()`.
 //!
-//! The value of a key is `--value_size` bytes of a SplitMix64 stream seeded with the key's
-//! 8-byte prefix: incompressible, like the contest's data, and cheap to regenerate for checks.
+//! The value of a key (`--value_size` bytes) starts with a word unique to the key,
+//! `mix64(prefix + GOLDEN)` (`prefix` = the key's first 8 bytes, big-endian), and continues with
+//! bytes of a shared 1 MiB SplitMix64 stream (the *pool*, [`POOL_BYTES`]) from a word offset
+//! the key picks, wrapping at the pool's end: incompressible within a value, like the contest's
+//! data, unique per key, and checked by a `memcmp`. Why a pool: generating every word with
+//! `mix64` cost ~2 us per 4 KiB value, 10-12 % of the CPU of the contest's write phase on a
+//! 2-core machine, CPU the engine did not get; db_bench and fio also cut their data from a
+//! buffer generated once (docs/benchmarks.md, "The contest's values cut from a pool").
 
 /// The SplitMix64 finalizer: a bijection on `u64` that scatters consecutive inputs.
 pub const fn mix64(mut x: u64) -> u64 {
@@ -189,44 +195,102 @@ impl KeySpace {
         u64::from_be_bytes(prefix)
     }
 
-    /// Writes the value of `key` into `out` (resized to `value_size`): word `i` is
-    /// `mix64(seed + (i + 1) * GOLDEN)` in little-endian, the last word cut to fit. Filled
-    /// word by word in place (not appended), so the loop compiles to straight stores: the
-    /// benchmark's own CPU per put is CPU the engine does not get on a small machine.
+    /// Writes the value of `key` into `out` (resized to `value_size`): the key's word, then
+    /// the pool from the key's offset (module docs); the first word is cut if the value is
+    /// shorter.
     pub fn value(&self, key: &[u8], out: &mut Vec<u8>) {
         out.clear();
         out.resize(self.value_size, 0);
-        let mut state = Self::value_seed(key);
-        let mut words = out.chunks_exact_mut(8);
-        for w in &mut words {
-            state = state.wrapping_add(GOLDEN);
-            w.copy_from_slice(&mix64(state).to_le_bytes());
+        let seed = Self::value_seed(key);
+        let head = key_word(seed);
+        let n = self.value_size.min(8);
+        if let (Some(dst), Some(src)) = (out.get_mut(..n), head.get(..n)) {
+            dst.copy_from_slice(src);
         }
-        let tail = words.into_remainder();
-        state = state.wrapping_add(GOLDEN);
-        let last = mix64(state).to_le_bytes();
-        tail.copy_from_slice(last.get(..tail.len()).unwrap_or_default());
+        let mut at = pool_start(seed);
+        for chunk in out.get_mut(n..).unwrap_or_default().chunks_mut(POOL_BYTES) {
+            at = copy_pool(at, chunk);
+        }
     }
 
-    /// Whether `value` is the value of `key`, compared word by word as it is generated
-    /// (no copy of the expected value).
+    /// Whether `value` is the value of `key` (compared against the key's word and the pool, no
+    /// copy of the expected value).
     pub fn value_matches(&self, key: &[u8], value: &[u8]) -> bool {
         if value.len() != self.value_size {
             return false;
         }
-        let mut state = Self::value_seed(key);
-        let mut words = value.chunks_exact(8);
-        let mut same = true;
-        for w in &mut words {
-            state = state.wrapping_add(GOLDEN);
-            // No early exit: a branch per word costs more than the rare mismatch saves.
-            same &= w == mix64(state).to_le_bytes();
+        let seed = Self::value_seed(key);
+        let head = key_word(seed);
+        let n = self.value_size.min(8);
+        if value.get(..n) != head.get(..n) {
+            return false;
         }
-        let tail = words.remainder();
-        state = state.wrapping_add(GOLDEN);
-        let last = mix64(state).to_le_bytes();
-        same && Some(tail) == last.get(..tail.len())
+        let mut at = pool_start(seed);
+        value
+            .get(n..)
+            .unwrap_or_default()
+            .chunks(POOL_BYTES)
+            .all(|chunk| {
+                let (same, next) = pool_matches(at, chunk);
+                at = next;
+                same
+            })
     }
+}
+
+/// Bytes of the shared stream values are cut from (a multiple of 8).
+pub const POOL_BYTES: usize = 1 << 20;
+
+/// Seeds the pool's stream (any constant: it only has to be the same for every binary).
+const POOL_SEED: u64 = 0x5348_414c_4550_4f4f;
+
+/// The pool: word `i` is `mix64(POOL_SEED + (i + 1) * GOLDEN)`, little-endian.
+fn pool() -> &'static [u8] {
+    static POOL: std::sync::OnceLock<Box<[u8]>> = std::sync::OnceLock::new();
+    POOL.get_or_init(|| {
+        let mut bytes = vec![0u8; POOL_BYTES];
+        let mut state = POOL_SEED;
+        for w in bytes.chunks_exact_mut(8) {
+            state = state.wrapping_add(GOLDEN);
+            w.copy_from_slice(&mix64(state).to_le_bytes());
+        }
+        bytes.into_boxed_slice()
+    })
+}
+
+/// The first word of a value: unique per key prefix (`mix64` is a bijection).
+fn key_word(seed: u64) -> [u8; 8] {
+    mix64(seed.wrapping_add(GOLDEN)).to_le_bytes()
+}
+
+/// Where in the pool the bytes after a key's word start: a word offset picked by the key.
+fn pool_start(seed: u64) -> usize {
+    let words = (POOL_BYTES / 8) as u64;
+    // `words` divides 2^64, so the remainder is uniform; it is below POOL_BYTES / 8.
+    usize::try_from(mix64(seed ^ POOL_SEED) % words).unwrap_or(0) * 8
+}
+
+/// Fills `out` (at most [`POOL_BYTES`]) with pool bytes from `at`, wrapping at the end;
+/// returns the pool offset after them.
+fn copy_pool(at: usize, out: &mut [u8]) -> usize {
+    let pool = pool();
+    let first = out.len().min(POOL_BYTES - at);
+    let (a, b) = out.split_at_mut(first);
+    if let (Some(src_a), Some(src_b)) = (pool.get(at..at + first), pool.get(..b.len())) {
+        a.copy_from_slice(src_a);
+        b.copy_from_slice(src_b);
+    }
+    (at + out.len()) % POOL_BYTES
+}
+
+/// Whether `v` (at most [`POOL_BYTES`]) equals the pool bytes from `at`, wrapping; and the
+/// pool offset after them.
+fn pool_matches(at: usize, v: &[u8]) -> (bool, usize) {
+    let pool = pool();
+    let first = v.len().min(POOL_BYTES - at);
+    let (a, b) = v.split_at(first);
+    let same = pool.get(at..at + first) == Some(a) && pool.get(..b.len()) == Some(b);
+    (same, (at + v.len()) % POOL_BYTES)
 }
 
 /// The SplitMix64 stream increment (2^64 / golden ratio).
@@ -306,27 +370,31 @@ mod tests {
         bad[4095] ^= 1;
         assert!(!ks.value_matches(&k1, &bad));
         assert!(!ks.value_matches(&k1, &a[..4095]));
-        // Odd sizes are cut from the last word.
+        // Odd sizes are cut to fit.
         let odd = KeySpace::new(1, 1, 8, 13, 1).unwrap();
         odd.value(&k1, &mut a);
         assert_eq!(a.len(), 13);
     }
 
-    /// The value as first defined (appended word by word): `value` must produce the same
-    /// bytes, and `value_matches` accept exactly them, for any size (a stream change would
-    /// only show as verify failures of a run mixing binaries).
+    /// The value as defined in the module docs, built byte by byte: `value` must produce the
+    /// same bytes, and `value_matches` accept exactly them, for any size (a definition change
+    /// would only show as verify failures of a run mixing binaries).
     fn value_as_defined(key: &[u8], size: usize) -> Vec<u8> {
         let mut prefix = [0u8; 8];
         for (d, s) in prefix.iter_mut().zip(key) {
             *d = *s;
         }
-        let mut state = u64::from_be_bytes(prefix);
-        let mut out = Vec::new();
+        let seed = u64::from_be_bytes(prefix);
+        let head = mix64(seed.wrapping_add(0x9e37_79b9_7f4a_7c15)).to_le_bytes();
+        let pool_word = |i: u64| {
+            mix64(POOL_SEED.wrapping_add((i + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15))).to_le_bytes()
+        };
+        let words = (POOL_BYTES / 8) as u64;
+        let mut byte = (mix64(seed ^ POOL_SEED) % words) * 8;
+        let mut out: Vec<u8> = head.iter().copied().take(size).collect();
         while out.len() < size {
-            state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-            let word = mix64(state).to_le_bytes();
-            let take = (size - out.len()).min(8);
-            out.extend_from_slice(&word[..take]);
+            out.push(pool_word(byte / 8)[(byte % 8) as usize]);
+            byte = (byte + 1) % POOL_BYTES as u64;
         }
         out
     }
@@ -334,7 +402,7 @@ mod tests {
     #[test]
     fn values_are_the_defined_stream_and_any_changed_byte_fails_the_match() {
         let mut v = vec![1u8; 9]; // longer than some sizes below: `value` must cut it
-        for size in (0..=33).chain([4095, 4096, 4100]) {
+        for size in (0..=33).chain([4095, 4096, 4100, POOL_BYTES + 100]) {
             let ks = KeySpace::new(1, 4, 8, size, 1).unwrap();
             for key in [
                 &b"k\x00\x01\x02\x03\x04\x05\x06pad"[..],
