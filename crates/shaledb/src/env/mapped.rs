@@ -129,7 +129,7 @@ pub struct MappedWritable {
 }
 
 /// Allocates `[offset, offset + len)` of the file (extending it).
-pub(super) fn allocate(file: &File, offset: u64, len: u64) -> std::io::Result<()> {
+fn allocate(file: &File, offset: u64, len: u64) -> std::io::Result<()> {
     let (Ok(off), Ok(n)) = (libc::off_t::try_from(offset), libc::off_t::try_from(len)) else {
         return Err(std::io::Error::other("range past off_t::MAX"));
     };
@@ -139,6 +139,30 @@ pub(super) fn allocate(file: &File, offset: u64, len: u64) -> std::io::Result<()
         Ok(())
     } else {
         Err(std::io::Error::last_os_error())
+    }
+}
+
+/// [`allocate`] for a first mapping: `Ok(false)` if the file system cannot
+/// preallocate (`EOPNOTSUPP`, `ENOSYS`, `EINVAL`: some network and FUSE
+/// file systems), so the caller falls back to `write(2)`; any other error
+/// is an I/O error.
+pub(super) fn allocate_if_supported(
+    file: &File,
+    path: &Path,
+    offset: u64,
+    len: u64,
+) -> Result<bool> {
+    match allocate(file, offset, len) {
+        Ok(()) => Ok(true),
+        Err(e)
+            if matches!(
+                e.raw_os_error(),
+                Some(libc::EOPNOTSUPP) | Some(libc::ENOSYS) | Some(libc::EINVAL)
+            ) =>
+        {
+            Ok(false)
+        }
+        Err(e) => Err(Error::io("fallocate", path, e)),
     }
 }
 
@@ -161,17 +185,8 @@ impl MappedWritable {
             .truncate(true)
             .open(path)
             .map_err(|e| Error::io("create", path, e))?;
-        match allocate(&file, 0, WINDOW_U64) {
-            Ok(()) => {}
-            Err(e)
-                if matches!(
-                    e.raw_os_error(),
-                    Some(libc::EOPNOTSUPP) | Some(libc::ENOSYS) | Some(libc::EINVAL)
-                ) =>
-            {
-                return Ok(None);
-            }
-            Err(e) => return Err(Error::io("fallocate", path, e)),
+        if !allocate_if_supported(&file, path, 0, WINDOW_U64)? {
+            return Ok(None);
         }
         let window = Window::map(&file, path, 0)?;
         Ok(Some(MappedWritable {

@@ -23,7 +23,7 @@
 //! `map(path, 4096, 64 MiB)`; a value for ring offset 10 MiB is
 //! `write_at(4096 + 10 MiB, value)`, a copy to byte 10 MiB of the mapping.
 
-use super::mapped::allocate;
+use super::mapped::allocate_if_supported;
 use crate::error::{Error, Result};
 use std::fs::OpenOptions;
 use std::os::unix::io::AsRawFd;
@@ -67,17 +67,8 @@ impl MappedRegion {
             .write(true)
             .open(path)
             .map_err(|e| Error::io("open", path, e))?;
-        match allocate(&file, base, len) {
-            Ok(()) => {}
-            Err(e)
-                if matches!(
-                    e.raw_os_error(),
-                    Some(libc::EOPNOTSUPP) | Some(libc::ENOSYS) | Some(libc::EINVAL)
-                ) =>
-            {
-                return Ok(None);
-            }
-            Err(e) => return Err(Error::io("fallocate", path, e)),
+        if !allocate_if_supported(&file, path, base, len)? {
+            return Ok(None);
         }
         // SAFETY: a fresh mapping (null hint) of a descriptor we own, at a
         // page-aligned offset (checked above), of a range `fallocate` just
