@@ -32,13 +32,16 @@ thread_local! {
 }
 
 /// A buffer of exactly `len` bytes (their contents are unspecified: old
-/// bytes of a reused buffer, or zeros): a kept buffer of capacity at least
-/// `len` if the thread has one, else a new one.
+/// bytes of a reused buffer, or zeros): a kept buffer of capacity between
+/// `len` and twice `len` if the thread has one, else a new one. The upper
+/// bound matters: the block cache charges a block its buffer's capacity, so
+/// a small block in a large reused buffer would crowd the cache.
 pub(crate) fn take(len: usize) -> Vec<u8> {
     let reused = POOL
         .try_with(|p| {
             let mut p = p.borrow_mut();
-            let at = p.iter().rposition(|b| b.capacity() >= len)?;
+            let fits = |b: &Vec<u8>| b.capacity() >= len && b.capacity() / 2 <= len;
+            let at = p.iter().rposition(fits)?;
             Some(p.swap_remove(at))
         })
         .ok()
@@ -97,13 +100,27 @@ mod tests {
     }
 
     #[test]
+    fn a_buffer_more_than_twice_as_large_is_not_taken() {
+        give(Vec::with_capacity(16 << 10));
+        let small = take(4096);
+        assert!(
+            small.capacity() < 16 << 10,
+            "a fresh buffer, not the 16 KiB one"
+        );
+        assert_eq!(kept(), 1);
+        let big = take(9000);
+        assert_eq!(big.capacity(), 16 << 10, "9,000 bytes may use it");
+        assert_eq!(kept(), 0);
+    }
+
+    #[test]
     fn the_pool_is_bounded_in_count_and_size() {
         for _ in 0..MAX_KEPT + 5 {
             give(vec![0u8; 100]);
         }
         assert_eq!(kept(), MAX_KEPT);
         for _ in 0..MAX_KEPT {
-            let _ = take(10);
+            let _ = take(60);
         }
         assert_eq!(kept(), 0);
         give(vec![0u8; MAX_CAPACITY + 1]);
