@@ -57,6 +57,11 @@ struct Cli {
     /// Memtable size in MiB.
     #[arg(long, default_value_t = 64)]
     write_buffer_mb: usize,
+    /// Entries between restart points in new data blocks [default: 16;
+    /// `serve`: 4, so a point read decodes fewer entries of a block: see
+    /// docs/benchmarks.md, "Data-block restart interval"]. Any interval reads back.
+    #[arg(long)]
+    block_restart_interval: Option<usize>,
     /// Threads replaying the WAL at open (1 = serial; default: the engine's,
     /// the number of cores clamped to 2..=4).
     #[arg(long)]
@@ -228,6 +233,11 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
     let mut opts = Options {
         block_cache_size: cache_mb << 20,
         write_buffer_size: cli.write_buffer_mb << 20,
+        block_restart_interval: cli.block_restart_interval.unwrap_or(if serving {
+            4
+        } else {
+            Options::default().block_restart_interval
+        }),
         recovery_memory_limit: cli.recovery_memory_mb << 20,
         min_blob_size: cli.min_blob_size,
         blob_direct_io: cli.blob_direct_io,
