@@ -76,29 +76,44 @@ impl Window {
                 std::io::Error::other("offset past off_t::MAX"),
             )
         })?;
-        // SAFETY: a fresh mapping (null hint) of a descriptor we own, at an
-        // offset that is a multiple of WINDOW and so of the page size
-        // (checked in `create`); the result is checked for MAP_FAILED. The
-        // range [offset, offset + WINDOW) is inside the file: `fallocate`
-        // extended it first, and nothing truncates the file while it is
-        // mapped (only `Drop` does, after unmapping).
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                WINDOW,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                file.as_raw_fd(),
-                off,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(Error::io("mmap", path, std::io::Error::last_os_error()));
-        }
-        NonNull::new(p.cast::<u8>())
-            .map(|ptr| Window { ptr })
-            .ok_or_else(|| Error::io("mmap", path, std::io::Error::other("null mapping")))
+        // The offset is a multiple of WINDOW and so of the page size
+        // (checked in `create`). The range [offset, offset + WINDOW) is
+        // inside the file: `fallocate` extended it first, and nothing
+        // truncates the file while it is mapped (only `Drop` does, after
+        // unmapping).
+        map_shared(file, path, off, WINDOW).map(|ptr| Window { ptr })
     }
+}
+
+/// Maps `[off, off + len)` of `file` shared, read and write. The caller
+/// keeps the range inside the file for as long as the mapping lives (a
+/// store past the end of the file would raise SIGBUS) and unmaps it.
+pub(super) fn map_shared(
+    file: &File,
+    path: &Path,
+    off: libc::off_t,
+    len: usize,
+) -> Result<NonNull<u8>> {
+    // SAFETY: a fresh mapping (null hint) of an open descriptor the
+    // caller borrows to us; mmap(2) itself refuses an unaligned offset or
+    // a zero length (EINVAL), and the result is checked for MAP_FAILED.
+    // The mapping outlives the descriptor if the caller closes it, as
+    // mmap(2) allows.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED,
+            file.as_raw_fd(),
+            off,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        return Err(Error::io("mmap", path, std::io::Error::last_os_error()));
+    }
+    NonNull::new(p.cast::<u8>())
+        .ok_or_else(|| Error::io("mmap", path, std::io::Error::other("null mapping")))
 }
 
 impl Drop for Window {

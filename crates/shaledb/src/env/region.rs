@@ -23,10 +23,9 @@
 //! `map(path, 4096, 64 MiB)`; a value for ring offset 10 MiB is
 //! `write_at(4096 + 10 MiB, value)`, a copy to byte 10 MiB of the mapping.
 
-use super::mapped::allocate_if_supported;
+use super::mapped::{allocate_if_supported, map_shared};
 use crate::error::{Error, Result};
 use std::fs::OpenOptions;
-use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::ptr::NonNull;
 
@@ -70,26 +69,9 @@ impl MappedRegion {
         if !allocate_if_supported(&file, path, base, len)? {
             return Ok(None);
         }
-        // SAFETY: a fresh mapping (null hint) of a descriptor we own, at a
-        // page-aligned offset (checked above), of a range `fallocate` just
-        // allocated inside the file; the result is checked for MAP_FAILED.
-        // The mapping outlives the descriptor (closed when `file` drops),
-        // as mmap(2) allows.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                n,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                file.as_raw_fd(),
-                off,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(Error::io("mmap", path, std::io::Error::last_os_error()));
-        }
-        let ptr = NonNull::new(p.cast::<u8>())
-            .ok_or_else(|| Error::io("mmap", path, std::io::Error::other("null mapping")))?;
+        // A page-aligned offset (checked above), a range `fallocate` just
+        // allocated inside the file.
+        let ptr = map_shared(&file, path, off, n)?;
         Ok(Some(MappedRegion {
             ptr,
             base,
