@@ -17,6 +17,7 @@ ShaleDB / InnoDB and ShaleDB / MyRocks; writes JSON under bench/results/.
   bench/sysbench.py --quick                      # 1 table x 10k rows, 10 s, 4 threads
   bench/sysbench.py --tables 10 --table-size 100000 --threads 64 --time 60
   bench/sysbench.py --servers shale --scripts oltp_point_select --threads 1,16
+  bench/sysbench.py --interleave --rounds 3 --scripts oltp_point_select --threads 64
 
 Python 3 standard library only. See docs/benchmarks.md.
 """
@@ -265,6 +266,10 @@ def main():
     ap.add_argument("--interleave", action="store_true",
                     help="start and load every server first, then run each script on them "
                          "in turn (default: one server after the other)")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="with --interleave: run every script this many times, the server "
+                         "order rotated each round (each server goes first in turn); the "
+                         "table gives each server's median round, the JSON every round")
     ap.add_argument("--no-settle", dest="settle", action="store_false",
                     help="start each run right after the last (default: wait until the "
                          "server has used under 10%% of a core for 5 s, at most 180 s, "
@@ -275,6 +280,8 @@ def main():
                     help="ShaleDB's block cache (InnoDB's buffer pool and MyRocks' block cache "
                          "are 1 GiB here)")
     args = ap.parse_args()
+    if args.rounds < 1 or (args.rounds > 1 and not args.interleave):
+        ap.error("--rounds takes a count of at least 1, and more than 1 needs --interleave")
     global SHALE_ARGS
     if "--cache-mb" not in SHALE_ARGS:
         # The same memory as the peers (`shale serve`'s own default is 64 MiB).
@@ -289,6 +296,7 @@ def main():
     scripts = args.scripts.split(",")
     tmp = tempfile.mkdtemp(prefix="shale-sysbench-")
     results = {}
+    rounds = {}
 
     def make(name):
         return {"shale": lambda: Shale(tmp, args.sync),
@@ -302,7 +310,7 @@ def main():
         sysbench(server, "oltp_read_write", "prepare", args, threads=min(args.tables, 4))
         results[(name, "prepare", 0)] = {"seconds": time.time() - t0}
 
-    def run(name, server, script, t):
+    def run(name, server, script, t, rnd=0):
         # Each run starts on a settled server: the load's (or the last run's) flushes,
         # compactions and purge done, so their CPU is not counted against whichever
         # script happens to come next.
@@ -311,8 +319,9 @@ def main():
         r = parse(sysbench(server, script, "run", args, threads=t))
         r.update(cpu_per_query(before, cpu_sample(server), r, args.time))
         r["settled_s"] = round(settled, 1)
-        results[(name, script, t)] = r
-        print(f"{name:8} {script:24} {t:3} thr  tps {r['tps']}  qps {r['qps']}  "
+        r["round"] = rnd
+        rounds.setdefault((name, script, t), []).append(r)
+        print(f"{name:8} {script:24} {t:3} thr  round {rnd}  tps {r['tps']}  qps {r['qps']}  "
               f"p95 {r['p95_ms']} ms  errors {r['errors']}  cpu us/query: "
               f"server {r['server_user_us']}+{r['server_sys_us']} "
               f"client {r['client_user_us']}+{r['client_sys_us']}  "
@@ -331,8 +340,13 @@ def main():
                     prepare(name, server)
                 for script in scripts:
                     for t in threads:
-                        for name, server in servers:
-                            run(name, server, script, t)
+                        for rnd in range(args.rounds):
+                            # Rotated: the first server of a round runs right after the
+                            # last script's last run, a place measured to cost 6-13 %
+                            # here (docs/benchmarks.md), so each server takes it in turn.
+                            k = rnd % len(servers)
+                            for name, server in servers[k:] + servers[:k]:
+                                run(name, server, script, t, rnd)
             finally:
                 for _, server in servers:
                     server.stop()
@@ -349,6 +363,10 @@ def main():
                     server.stop()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+    # Each server's median round by qps (the lower middle one for an even count).
+    for key, runs in rounds.items():
+        ranked = sorted(runs, key=lambda r: r.get("qps") or 0)
+        results[key] = dict(ranked[(len(ranked) - 1) // 2], median_of=len(ranked))
     names = args.servers.split(",")
     print("\n| script | thr | " + " | ".join(f"{n} qps (p95 ms)" for n in names) +
           " | shale/innodb | shale/myrocks | shale-old/innodb | shale/shale-old |")
@@ -369,7 +387,9 @@ def main():
     path = os.path.join(REPO, "bench", "results", f"sysbench-{stamp}.json")
     with open(path, "w") as f:
         json.dump({"args": vars(args), "results": [
-            {"server": k[0], "script": k[1], "threads": k[2], **v} for k, v in results.items()]},
+            {"server": k[0], "script": k[1], "threads": k[2], **v} for k, v in results.items()],
+            "rounds": [{"server": k[0], "script": k[1], "threads": k[2], **r}
+                       for k, runs in rounds.items() for r in runs]},
             f, indent=1)
     print(f"\nsaved {path}")
 
