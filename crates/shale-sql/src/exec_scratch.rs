@@ -25,6 +25,8 @@ pub struct ExecScratch {
     pub(crate) row: Vec<Datum>,
     /// The projected values of the last row, overwritten by the next.
     pub(crate) vals: Vec<Datum>,
+    /// The stored row a point select read (`point_select.rs`).
+    pub(crate) value: Vec<u8>,
 }
 
 impl ExecScratch {
@@ -46,6 +48,9 @@ impl ExecScratch {
         if held > KEEP_VALS_BYTES || self.vals.capacity() > KEEP_SLOTS {
             self.vals = Vec::new();
         }
+        if self.value.capacity() > KEEP_VALS_BYTES {
+            self.value = Vec::new();
+        }
     }
 }
 
@@ -59,12 +64,16 @@ mod tests {
         let mut s = ExecScratch {
             row: vec![Datum::text("joined"), Datum::Int(1)],
             vals: vec![Datum::text("small")],
+            value: Vec::with_capacity(64),
         };
         s.trim();
         assert!(s.row.is_empty() && s.row.capacity() >= 2);
         assert_eq!(s.vals, vec![Datum::text("small")]);
+        assert!(s.value.capacity() >= 64);
         s.vals = vec![Datum::text(&"x".repeat(KEEP_VALS_BYTES + 1))];
+        s.value = Vec::with_capacity(KEEP_VALS_BYTES + 1);
         s.trim();
         assert_eq!(s.vals.capacity(), 0);
+        assert_eq!(s.value.capacity(), 0);
     }
 }

@@ -547,6 +547,9 @@ impl<'a> Executor<'a> {
         if !plan.unions.is_empty() {
             return self.run_union(plan, sink);
         }
+        if first.is_none() && self.point_select(plan, sink)? {
+            return Ok(());
+        }
         let sorted = plan.ordered && first.is_none() && self.first_range_ordered(plan)?;
         let columns = std::borrow::Cow::Borrowed(plan.columns());
         // Values of plain table columns always fit their declared types.

@@ -59,6 +59,7 @@ mod order;
 mod output;
 mod parallel;
 mod plan_cache;
+mod point_select;
 mod result;
 mod rowcodec;
 mod scan;

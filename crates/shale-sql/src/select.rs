@@ -71,6 +71,10 @@ pub struct SelectPlan {
     /// `projection` must not change once the plan has run (a cached plan is
     /// shared and never changes).
     pub(crate) out_columns: std::sync::OnceLock<Vec<crate::output::ColumnMeta>>,
+    /// Whether the plan is a point select and how it decodes its row
+    /// (`point_select.rs`), worked out the first time it runs; the same
+    /// rule as `out_columns`: a plan that has run does not change.
+    pub(crate) point: std::sync::OnceLock<Option<crate::point_select::PointShape>>,
     pub order_by: Vec<(BExpr, bool)>,
     /// The first table's read order satisfies ORDER BY (`order.rs`).
     pub ordered: bool,
@@ -268,6 +272,7 @@ impl<'a> Planner<'a> {
                     having: None,
                     projection: Vec::new(),
                     out_columns: Default::default(),
+                    point: Default::default(),
                     order_by,
                     ordered: false,
                     distinct: false,
@@ -626,6 +631,7 @@ impl<'a> Planner<'a> {
             having,
             projection,
             out_columns: Default::default(),
+            point: Default::default(),
             order_by,
             ordered,
             distinct,

@@ -164,6 +164,7 @@ impl Dml<'_> {
             having: None,
             projection: Vec::new(),
             out_columns: Default::default(),
+            point: Default::default(),
             order_by: Vec::new(),
             ordered: false,
             distinct: false,
