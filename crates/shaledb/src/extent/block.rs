@@ -19,7 +19,7 @@
 //!
 //! Keys are internal keys ordered by [`compare_internal_keys`].
 
-use super::block_heads::{self, head_of, MIN_RESTARTS_FOR_HEADS};
+use super::block_heads::{self, Placement, MIN_RESTARTS_FOR_HEADS};
 use crate::error::{Error, Result};
 use crate::iter::InternalIterator;
 use crate::types::{compare_internal_keys, TRAILER_LEN};
@@ -88,9 +88,13 @@ pub struct Block {
     restart_offset: usize,
     /// Number of restart points (0 for a raw, entry-less block such as a filter).
     num_restarts: usize,
-    /// Heads of the restart keys (`block_heads.rs`), one per restart point,
-    /// if the block has at least `MIN_RESTARTS_FOR_HEADS` of them.
+    /// Heads of the restart keys (`block_heads.rs`), one per restart point
+    /// that starts with `head_prefix` (all of them, or all but the last), if
+    /// the block has at least `MIN_RESTARTS_FOR_HEADS` of them.
     heads: Option<Box<[u64]>>,
+    /// The prefix every restart key shares, which the heads start after
+    /// (empty without heads).
+    head_prefix: Box<[u8]>,
     /// Count the last cache line of heads with the portable loop even where
     /// SIMD is available (tests force it to cover both paths).
     portable: bool,
@@ -156,6 +160,7 @@ impl Block {
             restart_offset,
             num_restarts: n,
             heads: None,
+            head_prefix: Box::default(),
             portable: false,
         };
         // Restart 0 is at 0; offsets strictly increase and point at entries
@@ -173,7 +178,23 @@ impl Block {
             prev = Some(r);
         }
         if n >= MIN_RESTARTS_FOR_HEADS {
-            block.heads = block_heads::build((0..n).map(|i| block.restart_key(i)));
+            // The prefix of all restart keys but the last, which may not
+            // share it (an index block's last key is a short successor).
+            let prefix = match (block.restart_key(0), block.restart_key(n - 2)) {
+                (Some(first), Some(before_last)) => block_heads::common_prefix(first, before_last),
+                _ => None,
+            };
+            if let Some(prefix) = prefix {
+                let prefix: Box<[u8]> = prefix.into();
+                let m = if block_heads::starts_with(block.restart_key(n - 1), &prefix) {
+                    n
+                } else {
+                    n - 1
+                };
+                block.heads =
+                    block_heads::build((0..m).map(|i| block.restart_key(i)), prefix.len());
+                block.head_prefix = prefix;
+            }
         }
         Some(block)
     }
@@ -198,9 +219,27 @@ impl Block {
     /// block or the target has none. Restart keys whose head equals the
     /// target's are compared in full (binary search among them).
     #[inline]
-    fn restarts_below(&self, target: &[u8]) -> Option<Result<usize, ()>> {
+    pub(super) fn restarts_below(&self, target: &[u8]) -> Option<Result<usize, ()>> {
         let heads = self.heads.as_deref()?;
-        let th = head_of(target)?;
+        let th = match block_heads::place(target, &self.head_prefix)? {
+            Placement::Before => return Some(Ok(0)),
+            Placement::After => {
+                // Every key with the prefix is below; a last key without it
+                // (sorting after them all) is compared in full.
+                let mut below = heads.len();
+                while below < self.num_restarts {
+                    let Some(k) = self.restart_key(below) else {
+                        return Some(Err(()));
+                    };
+                    if cmp_internal(k, target) != Ordering::Less {
+                        break;
+                    }
+                    below += 1;
+                }
+                return Some(Ok(below));
+            }
+            Placement::Head(h) => h,
+        };
         let lo = heads_below(heads, th, self.portable);
         let hi = match th.checked_add(1) {
             Some(t1) => heads_below(heads, t1, self.portable),
@@ -229,6 +268,7 @@ impl Block {
             restart_offset: 0,
             num_restarts: 0,
             heads: None,
+            head_prefix: Box::default(),
             portable: false,
         }
     }
@@ -242,6 +282,7 @@ impl Block {
     pub fn memory_usage(&self) -> usize {
         self.data.capacity()
             + self.heads.as_ref().map_or(0, |h| h.len() * 8)
+            + self.head_prefix.len()
             + std::mem::size_of::<Block>()
     }
 
