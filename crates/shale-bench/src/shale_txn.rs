@@ -3,7 +3,8 @@
 //! Written against `shaledb::txn`: `db.begin(TxnOptions { isolation, lock_wait_timeout,
 //! write_options })` -> `Txn` with `get`, `get_for_update`, `put`, `commit()`, `rollback()`.
 //! Every write and `get_for_update` takes an exclusive row lock held to the end (strict 2PL);
-//! under Snapshot Isolation a key committed after the snapshot fails with `WriteConflict`.
+//! under Snapshot Isolation a key committed after the snapshot fails with `WriteConflict`
+//! once the transaction has read without a lock (before, its snapshot moves past it).
 //!
 //! | `--isolation`  | ShaleDB                              |
 //! |----------------|--------------------------------------|
@@ -145,6 +146,9 @@ mod tests {
         let si = opts(TxnIsolation::Snapshot);
         let mut t1 = txn.begin(&si).unwrap();
         let mut t2 = txn.begin(&si).unwrap();
+        // A read without a lock: t2's snapshot can no longer move past a
+        // newer version (docs/isolation.md).
+        assert_eq!(t2.get(b"other").unwrap(), None);
         t1.put(b"k", b"1").unwrap();
         // t1 holds the row lock: t2 times out.
         assert!(matches!(

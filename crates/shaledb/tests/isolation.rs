@@ -145,8 +145,10 @@ fn g1c_circular_information_flow_is_prevented() {
 
 /// OTV (observed transaction vanishes): T1 writes x and y; T2 then overwrites
 /// both. A reader T3 that has seen T1's x must never see a y older than T1's.
-/// RC: T3 sees T1's pair, then T2's pair. SI: T3 (begun first) sees neither,
-/// and T2 — begun before T1 committed — gets WriteConflict and must restart.
+/// RC: T3 sees T1's pair, then T2's pair. SI: T3 (begun first) sees neither.
+/// T2 — begun before T1 committed — has read nothing, so at SI its snapshot
+/// moves past T1's commit and its write goes on (as if it began after T1);
+/// at Serializable it gets WriteConflict and must restart.
 #[test]
 fn otv_observed_transaction_does_not_vanish() {
     for iso in [RC, SI, SER] {
@@ -158,7 +160,7 @@ fn otv_observed_transaction_does_not_vanish() {
         t1.put(b"y", b"19").unwrap();
         assert!(is_lock_timeout(t2.put(b"x", b"12"))); // T2 blocks on T1
         t1.commit().unwrap();
-        if iso != RC {
+        if iso == SER {
             assert!(matches!(
                 t2.put(b"x", b"12"),
                 Err(Error::WriteConflict { .. })
@@ -381,16 +383,23 @@ fn g2_item_prevented_by_get_for_update() {
     ));
     t1.put(b"x", b"0").unwrap();
     t1.commit().unwrap();
-    // T2 retries: its snapshot is now stale for x -> WriteConflict; restart.
+    // T2 retries: it has read nothing without a lock, so its snapshot moves
+    // past T1's commit (transaction/advance.rs) and the constraint check
+    // sees T1's withdrawal, with no restart.
+    let s2 = num(t2.get_for_update(b"x").unwrap()) + num(t2.get_for_update(b"y").unwrap());
+    assert_eq!(s2, 20);
+    t2.rollback();
+    // Had T2 read without a lock first, its stale snapshot would be a
+    // WriteConflict (restart).
+    let mut t3 = db.begin(opts(SI));
+    let mut t4 = db.begin(opts(SI));
+    assert_eq!(t3.get(b"y").unwrap(), v("20"));
+    t4.put(b"x", b"5").unwrap();
+    t4.commit().unwrap();
     assert!(matches!(
-        t2.get_for_update(b"x"),
+        t3.get_for_update(b"x"),
         Err(Error::WriteConflict { .. })
     ));
-    drop(t2);
-    let mut t3 = db.begin(opts(SI));
-    let s3 = num(t3.get_for_update(b"x").unwrap()) + num(t3.get_for_update(b"y").unwrap());
-    assert_eq!(s3, 20); // the constraint check now sees T1's withdrawal
-    t3.rollback();
 }
 
 /// G2 (anti-dependency cycle with predicates): both transactions check that
@@ -516,11 +525,13 @@ fn bank_transfers_at_si_preserve_the_total() {
 
 /// First committer wins without waiting: at SI a row committed after the
 /// snapshot is a `WriteConflict` at once, even while another transaction
-/// holds its lock (the wait could only end in the same conflict).
+/// holds its lock (the wait could only end in the same conflict), for a
+/// transaction whose snapshot can no longer move (it read y without a lock).
 #[test]
 fn si_write_conflict_is_reported_before_queueing_for_the_lock() {
     let db = setup();
     let mut t2 = db.begin(opts(SI)); // snapshot: x = 10
+    assert_eq!(t2.get(b"y").unwrap(), v("20"));
     db.put(b"x", b"11").unwrap(); // committed after T2's snapshot
     let mut t1 = db.begin(opts(RC));
     t1.put(b"x", b"12").unwrap(); // T1 holds x's lock
@@ -529,4 +540,71 @@ fn si_write_conflict_is_reported_before_queueing_for_the_lock() {
         Err(Error::WriteConflict { .. })
     ));
     t1.commit().unwrap();
+}
+
+/// The snapshot moves while every read was locked (docs/isolation.md): at SI
+/// a transaction that has read nothing without a lock is not failed by a row
+/// committed after its snapshot. Its snapshot moves past that commit, and
+/// what it reads next is read there, so it still sees one point in time:
+/// T1 reads x = 11 under its lock and then y = 21, both T2's.
+#[test]
+fn si_snapshot_moves_while_every_read_was_locked() {
+    let db = setup();
+    let mut t1 = db.begin(opts(SI)); // snapshot: x = 10, y = 20
+    let mut t2 = db.begin(opts(SI));
+    t2.put(b"x", b"11").unwrap();
+    t2.put(b"y", b"21").unwrap();
+    assert!(is_lock_timeout(t1.put(b"x", b"0"))); // T1 waits for T2's lock
+    t2.commit().unwrap();
+    // T1: UPDATE SET x = x + 1 -> the latest x, not a conflict.
+    let x = num(t1.get_for_update(b"x").unwrap());
+    assert_eq!(x, 11);
+    t1.put(b"x", (x + 1).to_string().as_bytes()).unwrap();
+    assert_eq!(t1.get(b"y").unwrap(), v("21"), "read where x was read");
+    t1.commit().unwrap();
+    assert_eq!(db.get(b"x").unwrap(), v("12"), "no update lost");
+
+    // A blind write and a shared locking read move it the same way.
+    let mut t3 = db.begin(opts(SI));
+    let mut t4 = db.begin(opts(SI));
+    db.put(b"x", b"13").unwrap();
+    db.put(b"y", b"23").unwrap();
+    t3.put(b"x", b"14").unwrap();
+    assert_eq!(t4.get_for_share(b"y").unwrap(), v("23"));
+    assert_eq!(t4.get(b"x").unwrap(), v("13"));
+    t4.commit().unwrap();
+    t3.commit().unwrap();
+    assert_eq!(db.get(b"x").unwrap(), v("14"));
+}
+
+/// Once a transaction has read without a lock (a point read or a scan), its
+/// snapshot stays where it was: acting on what it read, a write to a row
+/// committed since is a `WriteConflict` (lost update prevented). At
+/// Serializable the snapshot never moves, locked reads or not.
+#[test]
+fn si_snapshot_stays_once_read_without_a_lock() {
+    type Read = fn(&Txn);
+    let point: Read = |t| assert_eq!(t.get(b"y").unwrap(), v("20"));
+    let scan: Read = |t| assert_eq!(t.scan(None, None, 10).unwrap().len(), 2);
+    let nothing: Read = |_| {};
+    for (iso, read) in [(SI, point), (SI, scan), (SER, nothing)] {
+        let db = setup();
+        let mut t1 = db.begin(opts(iso));
+        read(&t1);
+        db.put(b"x", b"11").unwrap();
+        db.put(b"y", b"21").unwrap();
+        assert!(matches!(
+            t1.get_for_update(b"x"),
+            Err(Error::WriteConflict { .. })
+        ));
+        assert!(matches!(
+            t1.get_for_share(b"y"),
+            Err(Error::WriteConflict { .. })
+        ));
+        assert!(matches!(
+            t1.put(b"x", b"12"),
+            Err(Error::WriteConflict { .. })
+        ));
+        t1.rollback();
+    }
 }

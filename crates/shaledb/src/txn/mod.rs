@@ -7,7 +7,9 @@
 //! Snapshot Isolation T1 (snapshot 10) locks row `x` and finds its newest
 //! version at sequence 12 > 10: somebody committed `x` after T1's snapshot, so
 //! T1 fails with [`Error::WriteConflict`](crate::Error::WriteConflict) instead
-//! of losing that update.
+//! of losing that update, unless T1 has read nothing without a lock so far:
+//! then nothing it saw can be stale, and its snapshot moves to 12 instead
+//! (`transaction/advance.rs`).
 //!
 //! * Levels ([`Isolation`]): Read Committed (a fresh snapshot per read),
 //!   Snapshot Isolation (one snapshot at `begin`; MySQL's REPEATABLE READ

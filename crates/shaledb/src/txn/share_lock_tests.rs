@@ -118,6 +118,9 @@ fn changed_after_snapshot_is_a_write_conflict_at_si_latest_value_at_rc() {
     let db = open();
     let mut s = db.begin(si());
     let mut r = db.begin(rc());
+    // A read without a lock: s's snapshot can no longer move
+    // (transaction/advance.rs), so what follows is a conflict.
+    assert_eq!(s.get(b"other").unwrap(), None);
     db.put(b"k", b"v1").unwrap(); // committed after both began
     assert!(matches!(
         s.get_for_share(b"k"),

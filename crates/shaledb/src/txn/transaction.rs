@@ -14,7 +14,9 @@
 //!   [`Db::begin`]. After a row lock is granted, if the key's newest committed
 //!   version is newer than the snapshot, the operation fails with
 //!   [`Error::WriteConflict`] (first committer wins), so lost update cannot
-//!   happen. Write skew can.
+//!   happen. Write skew can. A transaction that has read nothing without a
+//!   lock moves its snapshot past the newer version instead
+//!   (`transaction/advance.rs`).
 //!
 //! Worked example (SI): T1 begins at snapshot 10, reads `x`; T2 updates `x`
 //! and commits at sequence 11. T1 now calls `put(x)`: it gets the lock (T2
@@ -53,7 +55,8 @@ use std::time::Duration;
 pub enum Isolation {
     /// Each read sees the latest committed data; no write-conflict check.
     ReadCommitted,
-    /// One snapshot for the whole transaction; first-committer-wins on writes.
+    /// One snapshot for the whole transaction (moved forward only while
+    /// every read was locked); first-committer-wins on writes.
     #[default]
     SnapshotIsolation,
     /// Snapshot Isolation plus validation of everything read, at commit
@@ -137,6 +140,11 @@ pub struct Txn {
     /// Keys locked in shared mode (`get_for_share`); after an upgrade by a
     /// write a key is in `locked` too. Released with `locked`.
     shared: BTreeSet<(CfId, Vec<u8>)>,
+    /// SI: nothing was read so far without a lock on the key, so the
+    /// snapshot may move forward instead of a write conflict (see
+    /// `transaction/advance.rs`). Cleared by the first read without a lock;
+    /// a `Cell` because reads take `&self`.
+    only_locked_reads: std::cell::Cell<bool>,
 }
 
 impl Db {
@@ -165,6 +173,7 @@ impl Db {
             reads: Default::default(),
             prepared_at_begin,
             shared: BTreeSet::new(),
+            only_locked_reads: std::cell::Cell::new(true),
         }
     }
 }
@@ -180,7 +189,9 @@ impl Txn {
         self.opts.isolation
     }
 
-    /// The sequence reads see (SI), or `None` (RC: the latest state per read).
+    /// The sequence reads see (SI: it moves forward only while every read
+    /// was locked, `transaction/advance.rs`), or `None` (RC: the latest
+    /// state per read).
     pub fn snapshot_sequence(&self) -> Option<u64> {
         self.snapshot.as_ref().map(Snapshot::sequence)
     }
@@ -201,6 +212,13 @@ impl Txn {
     /// with the value in `value`, `Ok(false)` if absent. A caller reusing
     /// `value` saves the allocation per found key.
     pub fn get_cf_into(&self, cf: CfId, key: &[u8], value: &mut Vec<u8>) -> Result<bool> {
+        self.only_locked_reads.set(false);
+        self.read_into(cf, key, value)
+    }
+
+    /// [`Txn::get_cf_into`] for a read that may or may not be under this
+    /// transaction's lock: the callers say which (`only_locked_reads`).
+    fn read_into(&self, cf: CfId, key: &[u8], value: &mut Vec<u8>) -> Result<bool> {
         if self.records_reads() {
             self.reads.borrow_mut().add_point(cf, key);
         }
@@ -228,8 +246,9 @@ impl Txn {
     }
 
     /// [`Txn::get_for_update`] in column family `cf`. Under SI a key changed
-    /// after the snapshot fails with [`Error::WriteConflict`], so the value
-    /// returned is also the latest committed one.
+    /// after the snapshot fails with [`Error::WriteConflict`] (unless the
+    /// snapshot may move past the change: `transaction/advance.rs`), so the
+    /// value returned is also the latest committed one.
     pub fn get_for_update_cf(&mut self, cf: CfId, key: &[u8]) -> Result<Option<Vec<u8>>> {
         if let Some(value) = self.lock_and_check(cf, key, true)? {
             // Freshly locked: nothing of ours is buffered for the key yet
@@ -239,7 +258,9 @@ impl Txn {
             }
             return Ok(value);
         }
-        self.get_cf(cf, key)
+        // Locked and checked before: a read under our lock.
+        let mut value = Vec::new();
+        Ok(self.read_into(cf, key, &mut value)?.then_some(value))
     }
 
     /// Takes `key`'s exclusive lock if it is free right now, without
@@ -529,7 +550,11 @@ impl Txn {
         match locks.lock(self.id, cf, key, LockMode::Exclusive, Duration::ZERO) {
             Ok(()) => {}
             Err(Error::LockTimeout { .. }) => {
-                self.check_write_conflict(cf, key)?;
+                // A snapshot that may move forward waits for the lock
+                // instead (the holder's commit is what it will move past).
+                if !self.may_advance() {
+                    self.check_write_conflict(cf, key)?;
+                }
                 locks.lock(
                     self.id,
                     cf,
@@ -548,6 +573,24 @@ impl Txn {
         let mut value = Vec::new();
         match self.db.get_newest(cf, key, snap, &mut value) {
             Ok((newest, found)) if newest <= snap => Ok(read.then(|| found.then_some(value))),
+            Ok((newest, _)) if self.may_advance() => {
+                let again = self
+                    .advance_past(key, newest)
+                    .and_then(|snap| Ok((snap, self.db.get_newest(cf, key, snap, &mut value)?)));
+                match again {
+                    Ok((snap, (newest, found))) if newest <= snap => {
+                        Ok(read.then(|| found.then_some(value)))
+                    }
+                    Ok(_) => {
+                        self.unverified.insert((cf, key.to_vec()));
+                        Err(Error::WriteConflict { key: key.to_vec() })
+                    }
+                    Err(e) => {
+                        self.unverified.insert((cf, key.to_vec()));
+                        Err(e)
+                    }
+                }
+            }
             Ok(_) => {
                 self.unverified.insert((cf, key.to_vec()));
                 Err(Error::WriteConflict { key: key.to_vec() })
@@ -632,6 +675,7 @@ impl Txn {
         upper: Option<&[u8]>,
         priority: crate::CachePriority,
     ) -> Result<super::txn_iter::TxnIterator<'_>> {
+        self.only_locked_reads.set(false);
         let snapshot = match &self.snapshot {
             Some(s) => s.clone(),
             None => self.db.snapshot(),
@@ -712,14 +756,19 @@ impl Txn {
             )?;
             self.shared.insert(entry);
         }
-        if let Some(snap) = &self.snapshot {
+        if let Some(snap) = self.snapshot.as_ref().map(Snapshot::sequence) {
             if let Some(latest) = self.db.latest_seq_of(cf, key)? {
-                if latest > snap.sequence() {
-                    return Err(Error::WriteConflict { key: key.to_vec() });
+                if latest > snap {
+                    if !self.may_advance() {
+                        return Err(Error::WriteConflict { key: key.to_vec() });
+                    }
+                    self.advance_past(key, latest)?;
                 }
             }
         }
-        self.get_cf(cf, key)
+        // A read under our lock.
+        let mut value = Vec::new();
+        Ok(self.read_into(cf, key, &mut value)?.then_some(value))
     }
 
     /// Every key and range read so far (for Serializable validation at
@@ -748,6 +797,8 @@ impl std::fmt::Debug for Txn {
             .finish()
     }
 }
+
+mod advance;
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)] // tests: a panic is the failure report

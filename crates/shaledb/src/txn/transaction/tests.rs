@@ -185,6 +185,8 @@ fn si_write_conflict_after_concurrent_commit_including_plain_writes_and_range_de
     let db = open();
     db.put(b"k", b"0").unwrap();
     let mut t = db.begin(si());
+    // Read without a lock: the snapshot stays (transaction/advance.rs).
+    assert_eq!(t.get(b"k").unwrap(), Some(b"0".to_vec()));
     db.put(b"k", b"1").unwrap(); // non-transactional write after the snapshot
     assert!(matches!(t.put(b"k", b"2"), Err(Error::WriteConflict { key }) if key == b"k"));
     assert!(matches!(
@@ -194,6 +196,7 @@ fn si_write_conflict_after_concurrent_commit_including_plain_writes_and_range_de
     t.rollback();
 
     let mut t = db.begin(si());
+    assert_eq!(t.get(b"zz").unwrap(), None);
     db.delete_range(b"a", b"z").unwrap();
     assert!(matches!(t.delete(b"k"), Err(Error::WriteConflict { .. })));
     // A key never written and not covered: no conflict.
@@ -266,12 +269,14 @@ fn a_locked_key_is_looked_up_once() {
 
 /// A version committed after the snapshot fails the write under the lock,
 /// and every later write of that key fails the same way (the key stays
-/// locked but unverified), never succeeding over the newer version.
+/// locked but unverified), never succeeding over the newer version. (The
+/// transaction read without a lock first, so its snapshot cannot move.)
 #[test]
 fn a_conflict_found_under_the_lock_fails_later_writes_too() {
     let db = open();
     db.put(b"k", b"a").unwrap();
     let mut t = db.begin(si());
+    assert_eq!(t.get(b"other").unwrap(), None);
     db.put(b"k", b"b").unwrap(); // committed after t's snapshot
     assert!(matches!(
         t.get_for_update(b"k"),
