@@ -268,8 +268,9 @@ def main():
                          "in turn (default: one server after the other)")
     ap.add_argument("--rounds", type=int, default=1,
                     help="with --interleave: run every script this many times, the server "
-                         "order rotated each round (each server goes first in turn); the "
-                         "table gives each server's median round, the JSON every round")
+                         "order rotated each round, over all scripts (each server goes first "
+                         "in turn); the table gives each server's median round, the JSON every "
+                         "round")
     ap.add_argument("--no-settle", dest="settle", action="store_false",
                     help="start each run right after the last (default: wait until the "
                          "server has used under 10%% of a core for 5 s, at most 180 s, "
@@ -338,13 +339,17 @@ def main():
                     server.start()
                     servers.append((name, server))
                     prepare(name, server)
+                turn = 0
                 for script in scripts:
                     for t in threads:
                         for rnd in range(args.rounds):
                             # Rotated: the first server of a round runs right after the
                             # last script's last run, a place measured to cost 6-13 %
-                            # here (docs/benchmarks.md), so each server takes it in turn.
-                            k = rnd % len(servers)
+                            # here (docs/benchmarks.md), so each server takes it in turn,
+                            # counted over all rounds of all scripts (a one-round run of
+                            # several scripts rotates too).
+                            k = turn % len(servers)
+                            turn += 1
                             for name, server in servers[k:] + servers[:k]:
                                 run(name, server, script, t, rnd)
             finally:
