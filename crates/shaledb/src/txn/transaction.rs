@@ -571,25 +571,17 @@ impl Txn {
             return Ok(None);
         };
         let mut value = Vec::new();
-        match self.db.get_newest(cf, key, snap, &mut value) {
-            Ok((newest, found)) if newest <= snap => Ok(read.then(|| found.then_some(value))),
-            Ok((newest, _)) if self.may_advance() => {
-                let again = self
-                    .advance_past(key, newest)
-                    .and_then(|snap| Ok((snap, self.db.get_newest(cf, key, snap, &mut value)?)));
-                match again {
-                    Ok((snap, (newest, found))) if newest <= snap => {
-                        Ok(read.then(|| found.then_some(value)))
-                    }
-                    Ok(_) => {
-                        self.unverified.insert((cf, key.to_vec()));
-                        Err(Error::WriteConflict { key: key.to_vec() })
-                    }
-                    Err(e) => {
-                        self.unverified.insert((cf, key.to_vec()));
-                        Err(e)
-                    }
-                }
+        let checked = match self.db.get_newest(cf, key, snap, &mut value) {
+            // Newer than the snapshot, which may still move: move it past
+            // that version and look again (transaction/advance.rs).
+            Ok((newest, _)) if newest > snap && self.may_advance() => self
+                .advance_past(key, newest)
+                .and_then(|snap| Ok((snap, self.db.get_newest(cf, key, snap, &mut value)?))),
+            other => other.map(|found| (snap, found)),
+        };
+        match checked {
+            Ok((snap, (newest, found))) if newest <= snap => {
+                Ok(read.then(|| found.then_some(value)))
             }
             Ok(_) => {
                 self.unverified.insert((cf, key.to_vec()));
