@@ -70,18 +70,9 @@ pub(crate) fn point_shape(plan: &SelectPlan) -> Option<PointShape> {
     if !(simple && lone && whole_key && plain) {
         return None;
     }
-    let current = t.def.current_version();
-    let same_columns = t
-        .def
-        .versions
-        .iter()
-        .find(|v| v.version == current)
-        .is_some_and(|v| v.columns.iter().eq(t.def.columns.iter().map(|c| &c.id)));
-    let layout = same_columns.then(|| {
-        let types = t.def.columns.iter().map(|c| &c.ty).collect::<Vec<_>>();
-        (current, RowLayout::new(&types, t.needed.as_deref()))
-    });
-    Some(PointShape { layout })
+    Some(PointShape {
+        layout: crate::scan::current_layout(&t.def, t.needed.as_deref()),
+    })
 }
 
 impl Executor<'_> {

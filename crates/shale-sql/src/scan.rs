@@ -25,6 +25,25 @@ use crate::types::{Datum, SqlType};
 use shaledb::DbIterator;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+/// The current schema version and its decode layout (reading the
+/// `needed` columns), when that version's columns are the table's columns
+/// in order: rows of that version decode in place; `None` otherwise.
+pub(crate) fn current_layout(
+    def: &TableDef,
+    needed: Option<&[bool]>,
+) -> Option<(u32, rowcodec::RowLayout)> {
+    let current = def.current_version();
+    let same_columns = def
+        .versions
+        .iter()
+        .find(|v| v.version == current)
+        .is_some_and(|v| v.columns.iter().eq(def.columns.iter().map(|c| &c.id)));
+    same_columns.then(|| {
+        let types = def.columns.iter().map(|c| &c.ty).collect::<Vec<_>>();
+        (current, rowcodec::RowLayout::new(&types, needed))
+    })
+}
+
 /// Decodes primary-index rows into a reused buffer.
 pub struct RowDecoder<'a> {
     def: &'a TableDef,
@@ -37,16 +56,7 @@ pub struct RowDecoder<'a> {
 
 impl<'a> RowDecoder<'a> {
     pub fn new(def: &'a TableDef, needed: Option<&'a [bool]>) -> Self {
-        let current = def.current_version();
-        let same_columns = def
-            .versions
-            .iter()
-            .find(|v| v.version == current)
-            .is_some_and(|v| v.columns.iter().eq(def.columns.iter().map(|c| &c.id)));
-        let fast = same_columns.then(|| {
-            let types = def.columns.iter().map(|c| &c.ty).collect::<Vec<_>>();
-            (current, rowcodec::RowLayout::new(&types, needed))
-        });
+        let fast = current_layout(def, needed);
         RowDecoder { def, needed, fast }
     }
 
