@@ -105,6 +105,22 @@ impl ValueCache {
         self.read_into(file, offset, read)
     }
 
+    /// The cached entry of (file, offset), or `read`'s (checked `key ||
+    /// value`, then cached), without single flight: a concurrent reader of
+    /// the same record may read it too (both entries are the same bytes;
+    /// the later insert replaces the earlier).
+    pub fn get_or_read_alone(
+        &self,
+        file: u64,
+        offset: u64,
+        read: impl FnOnce() -> Result<Vec<u8>>,
+    ) -> Result<Arc<Block>> {
+        match self.get(file, offset) {
+            Some(hit) => Ok(hit),
+            None => self.read_into(file, offset, read),
+        }
+    }
+
     /// Readahead: reads (file, offset) with `read` into the cache unless
     /// it is cached or a read of it is in flight. Returns whether it read;
     /// an error is dropped (the scan's own read meets and reports it).
@@ -188,6 +204,31 @@ mod tests {
         }
         assert_eq!(reads.load(Ordering::SeqCst), 1);
         assert!(cache.flights.lock().is_empty());
+    }
+
+    #[test]
+    fn a_point_read_alone_reads_a_miss_caches_it_and_then_hits() {
+        let cache = ValueCache::new(1 << 20, 0).unwrap();
+        let e = cache
+            .get_or_read_alone(4, 32, || Ok(b"kv".to_vec()))
+            .unwrap();
+        assert_eq!(e.contents(), b"kv");
+        assert!(
+            cache.flights.lock().is_empty(),
+            "no flight for a point read"
+        );
+        let hit = cache.get_or_read_alone(4, 32, || unreachable!()).unwrap();
+        assert_eq!(hit.contents(), b"kv");
+        // A failed read caches nothing: the next read tries again.
+        let err = cache.get_or_read_alone(4, 64, || {
+            Err(crate::error::Error::corruption("f", 64, "bad"))
+        });
+        assert!(err.is_err());
+        let again = cache
+            .get_or_read_alone(4, 64, || Ok(b"k2".to_vec()))
+            .unwrap();
+        assert_eq!(again.contents(), b"k2");
+        assert_eq!(cache.stats().0, 1, "one hit");
     }
 
     #[test]

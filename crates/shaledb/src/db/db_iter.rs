@@ -558,6 +558,7 @@ impl DbIterator {
                 self.cf,
                 &self.key,
                 &mut self.value,
+                crate::blob::reader::Sharing::Flight,
             )?;
             self.value_is_blob = false;
         }

@@ -98,7 +98,14 @@ pub(crate) fn get_into_at(
         let (hit, max_tomb) = newest_in_cf(cfs, key, snapshot, value)?;
         match hit.and_then(|h| resolve(h, max_tomb)) {
             Some(ValueKind::BlobIndex) => {
-                crate::blob::reader::read_value_into(&files, &inner.dir, cf, key, value)?;
+                crate::blob::reader::read_value_into(
+                    &files,
+                    &inner.dir,
+                    cf,
+                    key,
+                    value,
+                    crate::blob::reader::Sharing::Alone,
+                )?;
                 Ok(true)
             }
             Some(_) => Ok(true),
@@ -143,7 +150,14 @@ pub(crate) fn get_newest(
         }
         match hit.and_then(|h| resolve(h, max_tomb)) {
             Some(ValueKind::BlobIndex) => {
-                crate::blob::reader::read_value_into(&files, &inner.dir, cf, key, value)?;
+                crate::blob::reader::read_value_into(
+                    &files,
+                    &inner.dir,
+                    cf,
+                    key,
+                    value,
+                    crate::blob::reader::Sharing::Alone,
+                )?;
                 Ok((newest, true))
             }
             Some(_) => Ok((newest, true)),
