@@ -98,14 +98,7 @@ pub(crate) fn get_into_at(
         let (hit, max_tomb) = newest_in_cf(cfs, key, snapshot, value)?;
         match hit.and_then(|h| resolve(h, max_tomb)) {
             Some(ValueKind::BlobIndex) => {
-                crate::blob::reader::read_value_into(
-                    &files,
-                    &inner.dir,
-                    cf,
-                    key,
-                    value,
-                    crate::blob::reader::Sharing::Alone,
-                )?;
+                point_value(inner, &files, (cf, key), value)?;
                 Ok(true)
             }
             Some(_) => Ok(true),
@@ -150,14 +143,7 @@ pub(crate) fn get_newest(
         }
         match hit.and_then(|h| resolve(h, max_tomb)) {
             Some(ValueKind::BlobIndex) => {
-                crate::blob::reader::read_value_into(
-                    &files,
-                    &inner.dir,
-                    cf,
-                    key,
-                    value,
-                    crate::blob::reader::Sharing::Alone,
-                )?;
+                point_value(inner, &files, (cf, key), value)?;
                 Ok((newest, true))
             }
             Some(_) => Ok((newest, true)),
@@ -295,4 +281,22 @@ fn get_in_run(
         }
     }
     Ok(None)
+}
+
+/// A point read's value from its value file (`value` holds the BlobIndex
+/// on entry): read alone, without the scans' single flight.
+fn point_value(
+    inner: &DbInner,
+    files: &crate::blob::FileView,
+    (cf, key): (u32, &[u8]),
+    value: &mut Vec<u8>,
+) -> Result<()> {
+    crate::blob::reader::read_value_into(
+        files,
+        &inner.dir,
+        cf,
+        key,
+        value,
+        crate::blob::reader::Sharing::Alone,
+    )
 }
