@@ -51,9 +51,9 @@ pub(crate) fn read_value_into(
 pub(crate) enum Sharing {
     /// A point read reads the record itself. Two point reads of one record
     /// at the same moment are rare, and single flight costs every miss an
-    /// allocation and two trips through one store-wide lock (in the
-    /// contest's read phase, 16 threads of random gets, about 1 us of CPU
-    /// per get and a share of its context switches).
+    /// allocation and two trips through one store-wide lock (reading
+    /// alone cut the CPU per get of the contest's read phase, 16 threads of
+    /// random gets, by 12 %: docs/benchmarks.md, 2026-11-28 evening).
     Alone,
     /// A scan waits for a concurrent read of the record
     /// ([`super::cache::ValueCache::get_or_read`]): threads scanning the
